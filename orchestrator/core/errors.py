@@ -1,0 +1,80 @@
+"""Error classes shared by every layer: provider failures by class (E10, P5) and bad input.
+
+A real vendor error and a scripted `error:` item become the same class, so the engine treats them alike.
+"""
+from __future__ import annotations
+
+
+class OrchestratorError(Exception):
+    """Base of every error this package raises on purpose."""
+
+
+class InputError(OrchestratorError):
+    """Bad user input (scenario file, CLI usage, agent definition): exit code 2."""
+
+
+class ProviderError(OrchestratorError):
+    """A model call failed. `kind` names the class; `retryable` says whether backing off may help."""
+
+    kind = "provider"
+    retryable = False
+    account = False  # the credential is at fault: rotate and cool it down (P5)
+
+    def __init__(self, message: str, *, provider: str = "", retry_after: float | None = None):
+        super().__init__(message)
+        self.provider = provider
+        self.retry_after = retry_after
+
+
+class RateLimitError(ProviderError):
+    kind, retryable = "rate_limit", True
+
+
+class OverloadedError(ProviderError):
+    kind, retryable = "overloaded", True
+
+
+class ServerError(ProviderError):
+    kind, retryable = "server", True
+
+
+class TimeoutError(ProviderError):  # noqa: A001 - the provider class, distinct from the builtin
+    kind, retryable = "timeout", True
+
+
+class ConnectionError(ProviderError):  # noqa: A001
+    kind, retryable = "connection", True
+
+
+class AuthError(ProviderError):
+    kind, account = "auth", True
+
+
+class QuotaError(ProviderError):
+    kind, account = "quota", True
+
+
+class InvalidRequestError(ProviderError):
+    kind = "invalid_request"
+
+
+class ContentPolicyError(ProviderError):
+    kind = "content_policy"
+
+
+class ContextOverflowError(ProviderError):
+    kind = "context_overflow"
+
+
+ERROR_KINDS: dict[str, type[ProviderError]] = {
+    cls.kind: cls
+    for cls in (RateLimitError, OverloadedError, ServerError, TimeoutError, ConnectionError,
+                AuthError, QuotaError, InvalidRequestError, ContentPolicyError, ContextOverflowError)
+}
+
+TOO_LONG = ("This conversation is too long for the model to read at once. Start a new chat for "
+            "the next step; everything built so far is kept.")
+
+
+class ScriptExhausted(OrchestratorError):
+    """A scripted model's queue ran out: the scenario is missing responses."""

@@ -1,0 +1,111 @@
+"""The event stream: what a turn yields (E1) and what a room publishes (scenario-format.md).
+
+Each event encodes to one JSON object with `type`, `room` and `ts`; the contract's field names are the Struct fields.
+"""
+from __future__ import annotations
+
+from typing import Any, Literal, Union
+
+import msgspec
+from msgspec import Struct, field
+
+
+class Event(Struct, tag_field="type", kw_only=True):
+    room: str = ""
+    ts: float = 0.0
+
+
+class CallRef(Struct, frozen=True):
+    call_id: str
+    name: str
+    input: dict[str, Any]
+
+
+class MessageEvent(Event, tag="message"):
+    id: str
+    seq: int
+    author: str
+    kind: str
+    text: str
+    visible_to: list[str]
+    calls: list[CallRef] | msgspec.UnsetType = msgspec.UNSET
+    call_id: str | msgspec.UnsetType = msgspec.UNSET
+    name: str | msgspec.UnsetType = msgspec.UNSET
+    is_error: bool | msgspec.UnsetType = msgspec.UNSET
+
+
+class TextDeltaEvent(Event, tag="text_delta"):
+    agent: str
+    text: str
+
+
+class ToolStart(Event, tag="tool_start"):
+    agent: str
+    call_id: str
+    name: str
+    input: dict[str, Any]
+
+
+class ToolEnd(Event, tag="tool_end"):
+    agent: str
+    call_id: str
+    name: str
+    result: str
+    is_error: bool
+
+
+class Compaction(Event, tag="compaction"):
+    agent: str
+    tokens_before: int
+    tokens_after: int
+
+
+class Retry(Event, tag="retry"):
+    agent: str
+    attempt: int
+    reason: str
+    delay: float
+
+
+class State(Event, tag="state"):
+    floor: str
+
+
+class TaskEvent(Event, tag="task"):
+    task_id: str
+    agent: str
+    kind: Literal["dispatch", "worker"]
+    status: Literal["running", "done", "failed", "cancelled"]
+
+
+class Cancelled(Event, tag="cancelled"):
+    reason: str
+
+
+class Done(Event, tag="done"):
+    agent: str
+    stop_reason: str
+    result: str = ""
+    input_tokens: int = 0
+    output_tokens: int = 0
+    cached_tokens: int = 0
+
+
+class ErrorEvent(Event, tag="error"):
+    message: str
+    error_class: str
+    agent: str | msgspec.UnsetType = msgspec.UNSET
+
+
+class Check(Event, tag="check"):
+    ok: bool
+    failures: list[str] = field(default_factory=list)
+
+
+AnyEvent = Union[
+    MessageEvent, TextDeltaEvent, ToolStart, ToolEnd, Compaction, Retry, State, TaskEvent,
+    Cancelled, Done, ErrorEvent, Check,
+]
+
+EVENT_ENCODER = msgspec.json.Encoder()
+EVENT_DECODER = msgspec.json.Decoder(AnyEvent)

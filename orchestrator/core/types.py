@@ -1,0 +1,171 @@
+"""The data model: content blocks, messages and the provider stream, as msgspec Structs.
+
+Everything that is stored, streamed or sent to a model is one of these types; the rest of the code reads them.
+"""
+from __future__ import annotations
+
+from typing import Any, Literal, Union
+
+import msgspec
+from msgspec import Struct, field
+
+
+class TextBlock(Struct, tag="text", frozen=True):
+    text: str
+
+
+class ThinkingBlock(Struct, tag="thinking", frozen=True):
+    """Model reasoning; `signature` must be echoed verbatim to the same model (P3)."""
+
+    thinking: str
+    signature: str = ""
+    redacted: bool = False
+
+
+class ImageBlock(Struct, tag="image", frozen=True):
+    media_type: str
+    data: str  # base64
+
+
+class ToolCallBlock(Struct, tag="tool_call", frozen=True):
+    id: str
+    name: str
+    input: dict[str, Any]
+
+
+class ToolResultBlock(Struct, tag="tool_result", frozen=True):
+    call_id: str
+    name: str
+    content: str
+    is_error: bool = False
+    images: list[ImageBlock] = field(default_factory=list)
+
+
+Block = Union[TextBlock, ThinkingBlock, ImageBlock, ToolCallBlock, ToolResultBlock]
+
+MessageKind = Literal["user", "text", "tool_call", "tool_result", "task", "summary", "notice"]
+
+
+class Message(Struct, kw_only=True, frozen=True):
+    """One committed entry of a room: who wrote it, who may see it, and its blocks.
+
+    `visible_to` is fixed at posting time (G3). `provider`/`model` stamp what produced an
+    assistant message (P3); `seq` and `ts` are assigned by the store (G6).
+    """
+
+    id: str
+    room: str
+    seq: int
+    ts: float
+    author: str
+    kind: MessageKind
+    blocks: list[Block]
+    visible_to: list[str]
+    provider: str = ""
+    model: str = ""
+    replaces: list[str] = field(default_factory=list)  # ids a summary stands for (compaction)
+
+    @property
+    def text(self) -> str:
+        return block_text(self.blocks)
+
+    @property
+    def calls(self) -> list[ToolCallBlock]:
+        return [b for b in self.blocks if isinstance(b, ToolCallBlock)]
+
+    @property
+    def result(self) -> ToolResultBlock | None:
+        for b in self.blocks:
+            if isinstance(b, ToolResultBlock):
+                return b
+        return None
+
+
+class Draft(Struct, kw_only=True, frozen=True):
+    """A message before the store has given it an id, a seq and a timestamp."""
+
+    author: str
+    kind: MessageKind
+    blocks: list[Block]
+    visible_to: list[str]
+    provider: str = ""
+    model: str = ""
+    replaces: list[str] = field(default_factory=list)
+
+
+def block_text(blocks: list[Block]) -> str:
+    return "".join(b.text for b in blocks if isinstance(b, TextBlock))
+
+
+# --- what a provider streams back -------------------------------------------------------
+
+class Usage(Struct, frozen=True):
+    input: int = 0
+    output: int = 0
+    cached: int = 0
+
+
+class TextDelta(Struct, tag="text", frozen=True):
+    text: str
+
+
+class ThinkingDelta(Struct, tag="thinking", frozen=True):
+    text: str
+    signature: str = ""
+
+
+class ToolCallDone(Struct, tag="tool_call", frozen=True):
+    id: str
+    name: str
+    input: dict[str, Any]
+
+
+StopReason = Literal["end_turn", "tool_use", "max_tokens", "stop_sequence", "refusal"]
+
+
+class StreamEnd(Struct, tag="end", frozen=True):
+    stop_reason: StopReason
+    usage: Usage = Usage()
+
+
+StreamEvent = Union[TextDelta, ThinkingDelta, ToolCallDone, StreamEnd]
+
+
+class ToolSpec(Struct, frozen=True):
+    """What the model is told about a tool."""
+
+    name: str
+    description: str
+    input_schema: dict[str, Any]
+
+
+class ModelMessage(Struct, frozen=True):
+    """A stored message as one agent sees it: its own words are `assistant`, the rest `user`.
+
+    Tool results travel as `user` blocks; providers split or merge roles for their wire format.
+    """
+
+    role: Literal["user", "assistant"]
+    blocks: list[Block]
+    provider: str = ""
+    model: str = ""
+
+
+class Request(Struct, kw_only=True):
+    """One model call: the system prompt, the agent's view of history, and its tools.
+
+    `auxiliary` marks summaries and other side calls, which get small output caps (E16).
+    """
+
+    agent: str
+    model: str
+    system: str
+    messages: list[ModelMessage]
+    tools: list[ToolSpec] = field(default_factory=list)
+    max_output_tokens: int | None = None
+    auxiliary: bool = False
+    cache_key: str = ""
+
+
+BLOCK_DECODER = msgspec.json.Decoder(list[Block])
+ENCODER = msgspec.json.Encoder()

@@ -1,0 +1,13 @@
+"""Where the shipped data folders (agents/, prompts/, scenarios/) live.
+
+In a wheel they sit under orchestrator/_data; in a checkout or editable install, at the repo root.
+"""
+from __future__ import annotations
+
+import importlib.resources
+from pathlib import Path
+
+
+def data_dir(name: str) -> Path:
+    packaged = Path(str(importlib.resources.files("orchestrator"))) / "_data" / name
+    return packaged if packaged.is_dir() else Path(__file__).resolve().parent.parent / name
