@@ -109,3 +109,17 @@ AnyEvent = Union[
 
 EVENT_ENCODER = msgspec.json.Encoder()
 EVENT_DECODER = msgspec.json.Decoder(AnyEvent)
+
+
+def message_event(msg) -> MessageEvent:
+    """The `message` event for a stored Message (used live, by `show --json` and by export)."""
+    from orchestrator.core.types import ToolCallBlock, ToolResultBlock
+
+    ev = MessageEvent(room=msg.room, ts=msg.ts, id=msg.id, seq=msg.seq, author=msg.author,
+                      kind=msg.kind, text=msg.text, visible_to=list(msg.visible_to))
+    if msg.kind == "tool_call":
+        ev.calls = [CallRef(b.id, b.name, b.input) for b in msg.blocks if isinstance(b, ToolCallBlock)]
+    elif msg.kind == "tool_result":
+        res = next(b for b in msg.blocks if isinstance(b, ToolResultBlock))
+        ev.call_id, ev.name, ev.is_error, ev.text = res.call_id, res.name, res.is_error, res.content
+    return ev

@@ -1,0 +1,24 @@
+"""Rendering of the jinja2 templates in prompts/ (system prompts and the notes the engine inserts).
+
+StrictUndefined makes a missing variable an error at render time instead of a silent blank.
+"""
+from __future__ import annotations
+
+from functools import cache
+
+import jinja2
+
+from orchestrator.resources import data_dir
+
+
+@cache
+def _env() -> jinja2.Environment:
+    return jinja2.Environment(
+        loader=jinja2.FileSystemLoader(str(data_dir("prompts"))),
+        undefined=jinja2.StrictUndefined, autoescape=False,
+        trim_blocks=True, lstrip_blocks=True, keep_trailing_newline=False,
+    )
+
+
+def render(name: str, **values: object) -> str:
+    return _env().get_template(name).render(**values).strip()

@@ -1,0 +1,93 @@
+"""One agent's partition of a room's history (G3), kept as the model will see it.
+
+Messages are converted once on arrival and token-estimated once (E6 memo); tool results are
+placed right after their own call, so a user line that landed mid-round never splits a pair (E3).
+"""
+from __future__ import annotations
+
+from orchestrator.core.tokens import estimate
+from orchestrator.core.types import (
+    Message, ModelMessage, TextBlock, ThinkingBlock, ToolCallBlock, ToolResultBlock,
+)
+
+
+def _label(msg: Message) -> str:
+    if msg.author == "user":
+        return msg.text
+    if msg.kind == "task":
+        return f"[task from {msg.author}] {msg.text}"
+    if msg.kind == "notice":
+        return f"[notice] {msg.text}"
+    if msg.kind == "summary":
+        return msg.text
+    return f"[{msg.author}] {msg.text}"
+
+
+def to_model(msg: Message, viewer: str) -> ModelMessage | None:
+    if msg.author == viewer and msg.kind in ("text", "tool_call"):
+        return ModelMessage("assistant", list(msg.blocks), msg.provider, msg.model)
+    if msg.author == viewer and msg.kind == "tool_result":
+        return ModelMessage("user", [b for b in msg.blocks if isinstance(b, ToolResultBlock)])
+    text = _label(msg)
+    images = [b for b in msg.blocks if not isinstance(b, (TextBlock, ThinkingBlock, ToolCallBlock, ToolResultBlock))]
+    if not text and not images:
+        return None
+    return ModelMessage("user", [TextBlock(text), *images])
+
+
+def tokens_of(m: ModelMessage) -> int:
+    n = 4
+    for b in m.blocks:
+        if isinstance(b, TextBlock):
+            n += estimate(b.text)
+        elif isinstance(b, ToolResultBlock):
+            n += estimate(b.content) + 8
+        elif isinstance(b, ToolCallBlock):
+            n += estimate(str(b.input)) + 8
+        elif isinstance(b, ThinkingBlock):
+            n += estimate(b.thinking)
+        else:
+            n += 1000  # an image: vendors bill roughly this much for a typical screenshot
+    return n
+
+
+class Partition:
+    def __init__(self, viewer: str):
+        self.viewer = viewer
+        self.messages: list[Message] = []
+        self.view: list[ModelMessage] = []
+        self.tokens = 0
+        self.unread = 0  # messages from others since the agent's last model request
+        self._open: dict[str, list[int]] = {}  # call id -> [insert position]; shared per round
+
+    def append(self, msg: Message) -> None:
+        self.messages.append(msg)
+        model = to_model(msg, self.viewer)
+        if model is None:
+            return
+        self.tokens += tokens_of(model)
+        if msg.author != self.viewer:
+            self.unread += 1
+        if msg.author == self.viewer and msg.kind == "tool_call":
+            self.view.append(model)
+            slot = [len(self.view)]
+            for call in msg.calls:
+                self._open[call.id] = slot
+            return
+        result = msg.result if msg.author == self.viewer else None
+        slot = self._open.pop(result.call_id, None) if result else None
+        if slot is None:
+            self.view.append(model)
+            return
+        at = slot[0]
+        self.view.insert(at, model)
+        for other in {id(s): s for s in self._open.values()}.values():
+            if other is not slot and other[0] >= at:
+                other[0] += 1
+        slot[0] += 1
+
+    def open_calls(self) -> set[str]:
+        return set(self._open)
+
+    def mark_read(self) -> None:
+        self.unread = 0

@@ -1,0 +1,158 @@
+"""The run loop of one agent (E1-E3, E10-E15, G10): an async generator of turn events.
+
+It knows nothing of rooms: history comes in as a Partition, messages go out through `commit`,
+and whoever drives it decides who may see what. `run` is the non-streaming entry; it consumes the stream.
+"""
+from __future__ import annotations
+
+import time
+from contextlib import aclosing
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import AsyncIterator, Awaitable, Callable, Protocol
+
+import trio
+
+from orchestrator.core.errors import ProviderError
+from orchestrator.core.events import Done, Event, Retry, TextDeltaEvent, ToolEnd, ToolStart
+from orchestrator.core.prompts import render
+from orchestrator.core.types import (
+    Block, Draft, Message, MessageKind, Request, TextBlock, TextDelta, ToolCallBlock, ToolResultBlock,
+    Usage, block_text,
+)
+from orchestrator.engine.loopguard import LoopGuard
+from orchestrator.engine.partition import Partition
+from orchestrator.engine.retry import RetryPolicy
+from orchestrator.engine.toolcalls import execute_group, groups
+from orchestrator.providers.base import Assembler, Provider
+from orchestrator.tools.base import Registry
+
+CANCELLED = "cancelled: the group was stopped before this tool finished"
+
+Commit = Callable[[Draft], Awaitable[Message]]
+
+
+class Meter(Protocol):
+    """Counts model calls and tokens for whoever set limits; it may stop the group."""
+
+    def on_call(self, agent: str) -> None: ...
+
+    def on_usage(self, agent: str, usage: Usage) -> None: ...
+
+
+@dataclass
+class Agent:
+    """What one engine turn needs to know about the agent it runs."""
+
+    name: str
+    provider: Provider
+    model: str  # the model id sent to the provider, stamped on what it writes (P3)
+    system: str
+    tools: Registry = field(default_factory=Registry)
+    workspace: Path = field(default_factory=Path.cwd)
+    max_output_tokens: int | None = None
+    retry: RetryPolicy = field(default_factory=RetryPolicy)
+    cache_key: str = ""
+
+
+def _draft(agent: Agent, kind: MessageKind, blocks: list[Block], provider: str = "", model: str = "") -> Draft:
+    return Draft(author=agent.name, kind=kind, blocks=blocks, visible_to=[agent.name], provider=provider, model=model)
+
+
+async def run_turn(agent: Agent, partition: Partition, commit: Commit,
+                   meter: Meter | None = None) -> AsyncIterator[Event]:
+    """One turn over `partition`: model call, tools, again, until the model stops calling tools.
+
+    The caller has already committed the user's line (S3). Drafts passed to `commit` carry
+    `visible_to=[agent]`; the caller widens them by its own rules.
+    """
+    guard = LoopGuard()
+    usage = Usage()
+    while True:
+        if meter:
+            meter.on_call(agent.name)
+        request = Request(agent=agent.name, model=agent.model, system=agent.system, messages=list(partition.view),
+                          tools=agent.tools.specs(), max_output_tokens=agent.max_output_tokens,
+                          cache_key=agent.cache_key)
+        partition.mark_read()
+        attempt = 0
+        while True:
+            attempt += 1
+            asm = Assembler()
+            try:
+                async for ev in agent.provider.stream(request):
+                    asm.feed(ev)
+                    if isinstance(ev, TextDelta):
+                        yield TextDeltaEvent(ts=time.time(), agent=agent.name, text=ev.text)
+                break
+            except ProviderError as exc:
+                delay = agent.retry.delay(attempt, exc)
+                if delay is None:
+                    raise
+                yield Retry(ts=time.time(), agent=agent.name, attempt=attempt, reason=exc.kind, delay=delay)
+                await trio.sleep(delay)
+        response = asm.response
+        usage = Usage(usage.input + response.usage.input, usage.output + response.usage.output,
+                      usage.cached + response.usage.cached)
+        if meter:
+            meter.on_usage(agent.name, response.usage)
+        calls = response.calls
+        if response.blocks:
+            await commit(_draft(agent, "tool_call" if calls else "text", response.blocks,
+                                agent.provider.id, agent.model))
+        if not calls:
+            if partition.unread:  # a line arrived while the model spoke: answer it in this turn (G10)
+                continue
+            yield Done(ts=time.time(), agent=agent.name, stop_reason=response.stop_reason,
+                       result=block_text(response.blocks), input_tokens=usage.input,
+                       output_tokens=usage.output, cached_tokens=usage.cached)
+            return
+        verdicts = [guard.see(c.name, c.input) for c in calls]
+        async for ev in _run_calls(agent, calls, verdicts, commit):
+            yield ev
+        if "nudge" in verdicts:
+            await commit(_draft(agent, "notice", [TextBlock(render("loop_nudge.md.j2", count=guard.count))]))
+        if "stop" in verdicts:
+            yield Done(ts=time.time(), agent=agent.name, stop_reason="loop_detected",
+                       result=render("loop_stop.md.j2"), input_tokens=usage.input,
+                       output_tokens=usage.output, cached_tokens=usage.cached)
+            return
+
+
+async def _run_calls(agent: Agent, calls: list[ToolCallBlock], verdicts: list[str],
+                     commit: Commit) -> AsyncIterator[Event]:
+    """Execute, then commit results in declared order; on cancel, every open call gets a result."""
+    answered: set[str] = set()
+    try:
+        for group in groups(calls, agent.tools):
+            batch = [calls[i] for i in group]
+            for call in batch:
+                yield ToolStart(ts=time.time(), agent=agent.name, call_id=call.id, name=call.name, input=call.input)
+            runnable = [c for c, i in zip(batch, group) if verdicts[i] != "stop"]
+            done = {r.call_id: r for r in await execute_group(runnable, agent.tools, agent.name, agent.workspace)} \
+                if runnable else {}
+            for call in batch:
+                result = done.get(call.id) or ToolResultBlock(call.id, call.name, render("loop_stop.md.j2"), True)
+                await commit(_draft(agent, "tool_result", [result]))
+                answered.add(call.id)
+                yield ToolEnd(ts=time.time(), agent=agent.name, call_id=call.id, name=call.name,
+                              result=result.content, is_error=result.is_error)
+    except BaseException:
+        with trio.CancelScope(shield=True):
+            for call in calls:
+                if call.id not in answered:
+                    await commit(_draft(agent, "tool_result", [
+                        ToolResultBlock(call.id, call.name, CANCELLED, True)]))
+        raise
+
+
+async def run(agent: Agent, partition: Partition, commit: Commit, meter: Meter | None = None) -> Done:
+    """The non-streaming entry point: consumes `run_turn` and returns its `done` event."""
+    done: Done | None = None
+    async with aclosing(run_turn(agent, partition, commit, meter)) as events:
+        async for ev in events:
+            if isinstance(ev, Done):
+                done = ev
+    assert done is not None
+    return done
+

@@ -1,0 +1,67 @@
+"""Running one response's tool calls: adjacent read-only calls as one concurrent group (E13).
+
+A writing tool is a barrier; results come back in declared order whatever finishes first,
+and a failing or unknown tool becomes an error result for the model, never a crash (E10).
+"""
+from __future__ import annotations
+
+from pathlib import Path
+
+import structlog
+import trio
+
+from orchestrator.core.types import ToolCallBlock, ToolResultBlock
+from orchestrator.tools.base import Registry, ToolContext, ToolError, ToolOutput
+
+log = structlog.get_logger(__name__)
+
+
+def groups(calls: list[ToolCallBlock], registry: Registry) -> list[list[int]]:
+    """Indices of calls, grouped: a run of read-only calls together, every other call alone."""
+    out: list[list[int]] = []
+    for i, call in enumerate(calls):
+        tool = registry.get(call.name)
+        read_only = tool is not None and tool.read_only
+        if read_only and out and out[-1][-1] == i - 1 and _read_only(calls[i - 1], registry):
+            out[-1].append(i)
+        else:
+            out.append([i])
+    return out
+
+
+def _read_only(call: ToolCallBlock, registry: Registry) -> bool:
+    tool = registry.get(call.name)
+    return tool is not None and tool.read_only
+
+
+async def execute(call: ToolCallBlock, registry: Registry, agent: str, workspace: Path) -> ToolResultBlock:
+    tool = registry.get(call.name)
+    if tool is None:
+        known = ", ".join(registry.names()) or "none"
+        return ToolResultBlock(call.id, call.name, f"unknown tool {call.name!r}; available tools: {known}", True)
+    try:
+        args = tool.parse(call.input)
+        out = await tool.run(args, ToolContext(agent=agent, call_id=call.id, workspace=workspace))
+    except ToolError as exc:
+        return ToolResultBlock(call.id, call.name, str(exc), True)
+    except Exception as exc:  # a tool bug is information for the model, not the end of the turn
+        log.warning("tool crashed", tool=call.name, agent=agent, error=type(exc).__name__)
+        return ToolResultBlock(call.id, call.name, f"{call.name} failed: {type(exc).__name__}: {exc}", True)
+    if isinstance(out, ToolOutput):
+        return ToolResultBlock(call.id, call.name, out.text, out.is_error, list(out.images))
+    return ToolResultBlock(call.id, call.name, out)
+
+
+async def execute_group(calls: list[ToolCallBlock], registry: Registry, agent: str,
+                        workspace: Path) -> list[ToolResultBlock]:
+    if len(calls) == 1:
+        return [await execute(calls[0], registry, agent, workspace)]
+    results: list[ToolResultBlock | None] = [None] * len(calls)
+
+    async def one(i: int) -> None:
+        results[i] = await execute(calls[i], registry, agent, workspace)
+
+    async with trio.open_nursery() as nursery:
+        for i in range(len(calls)):
+            nursery.start_soon(one, i)
+    return results  # type: ignore[return-value]

@@ -1,0 +1,80 @@
+"""The one provider interface (P1) and the helper that turns a stream into a whole response.
+
+The engine sees only this: every vendor quirk stays inside its provider module.
+"""
+from __future__ import annotations
+
+from typing import AsyncIterator, Protocol
+
+from msgspec import Struct, field
+
+from orchestrator.core.types import (
+    Block, Request, StreamEnd, StreamEvent, TextBlock, TextDelta, ThinkingBlock, ThinkingDelta,
+    ToolCallBlock, ToolCallDone, Usage,
+)
+
+
+class Provider(Protocol):
+    id: str
+
+    def stream(self, request: Request) -> AsyncIterator[StreamEvent]: ...
+
+    async def validate_auth(self) -> None: ...
+
+
+class Response(Struct, kw_only=True):
+    blocks: list[Block] = field(default_factory=list)
+    stop_reason: str = "end_turn"
+    usage: Usage = Usage()
+
+    @property
+    def calls(self) -> list[ToolCallBlock]:
+        return [b for b in self.blocks if isinstance(b, ToolCallBlock)]
+
+
+class Assembler:
+    """Folds stream events into blocks: adjacent deltas of one kind join into one block."""
+
+    def __init__(self) -> None:
+        self.response = Response()
+        self._text: list[str] = []
+        self._thinking: list[str] = []
+        self._signature = ""
+
+    def feed(self, ev: StreamEvent) -> None:
+        if isinstance(ev, TextDelta):
+            self._flush_thinking()
+            self._text.append(ev.text)
+        elif isinstance(ev, ThinkingDelta):
+            self._flush_text()
+            self._thinking.append(ev.text)
+            self._signature = ev.signature or self._signature
+        elif isinstance(ev, ToolCallDone):
+            self._flush()
+            self.response.blocks.append(ToolCallBlock(ev.id, ev.name, ev.input))
+        elif isinstance(ev, StreamEnd):
+            self._flush()
+            self.response.stop_reason = ev.stop_reason
+            self.response.usage = ev.usage
+
+    def _flush_text(self) -> None:
+        if self._text:
+            self.response.blocks.append(TextBlock("".join(self._text)))
+            self._text = []
+
+    def _flush_thinking(self) -> None:
+        if self._thinking:
+            self.response.blocks.append(ThinkingBlock("".join(self._thinking), self._signature))
+            self._thinking, self._signature = [], ""
+
+    def _flush(self) -> None:
+        self._flush_thinking()
+        self._flush_text()
+
+
+async def complete(provider: Provider, request: Request) -> Response:
+    """Non-streaming call: consumes the same stream (one implementation, E1)."""
+    asm = Assembler()
+    async for ev in provider.stream(request):
+        asm.feed(ev)
+    return asm.response

@@ -1,0 +1,144 @@
+"""The deterministic scripted model: plays queued replies per agent, through the same engine path.
+
+Errors become the same classes real vendors raise; `sees`/`not_sees` checks are recorded,
+and auxiliary calls (summaries) are answered from the request without consuming a queue.
+"""
+from __future__ import annotations
+
+import hashlib
+import re
+from collections import defaultdict, deque
+from typing import Any, AsyncIterator
+
+import msgspec
+import trio
+from msgspec import Struct, field
+
+from orchestrator.core.errors import ERROR_KINDS, ScriptExhausted
+from orchestrator.core.tokens import estimate
+from orchestrator.core.types import (
+    Request, StreamEnd, StreamEvent, TextBlock, TextDelta, ThinkingBlock, ThinkingDelta,
+    ToolCallBlock, ToolCallDone, ToolResultBlock, Usage,
+)
+
+_ANONYMOUS = re.compile(r"worker(-\d+)?")
+
+
+class Reply(Struct, kw_only=True, frozen=True):
+    say: str | None = None
+    think: str | None = None
+    calls: list[tuple[str, dict[str, Any]]] = field(default_factory=list)
+    delay: float = 0.0
+    error: str | None = None
+    retry_after: float | None = None
+    sees: str | None = None
+    not_sees: str | None = None
+    usage: Usage | None = None
+
+
+def request_text(request: Request) -> str:
+    """Every piece of text the model is sent, system prompt included (what `sees` checks)."""
+    parts = [request.system]
+    for m in request.messages:
+        for b in m.blocks:
+            if isinstance(b, TextBlock):
+                parts.append(b.text)
+            elif isinstance(b, ToolResultBlock):
+                parts.append(b.content)
+            elif isinstance(b, ToolCallBlock):
+                parts.append(f"{b.name} {msgspec.json.encode(b.input).decode()}")
+            elif isinstance(b, ThinkingBlock):
+                parts.append(b.thinking)
+    return "\n".join(parts)
+
+
+def queue_of(agent: str) -> str:
+    return "worker" if _ANONYMOUS.fullmatch(agent) else agent
+
+
+def signature(text: str) -> str:
+    return "scripted-" + hashlib.sha256(text.encode()).hexdigest()[:16]
+
+
+def _chunks(text: str, n: int = 3) -> list[str]:
+    """Split text into about n deltas on word boundaries, so streaming is real."""
+    words = re.split(r"(?<=\s)", text)
+    if len(words) < 2:
+        return [text]
+    step = max(1, -(-len(words) // n))
+    return ["".join(words[i:i + step]) for i in range(0, len(words), step)]
+
+
+class ScriptedProvider:
+    """One instance serves a whole room: a queue per agent, consumed in order."""
+
+    id = "scripted"
+
+    def __init__(self, script: dict[str, list[Reply]], *, record: bool = True):
+        self._queues = {name: deque(items) for name, items in script.items()}
+        self._served: dict[str, int] = defaultdict(int)
+        self.record = record
+        self.requests: list[Request] = []
+        self.failures: list[str] = []
+
+    async def validate_auth(self) -> None:
+        return None
+
+    def remaining(self) -> dict[str, int]:
+        return {q: len(items) for q, items in self._queues.items() if items}
+
+    async def stream(self, request: Request) -> AsyncIterator[StreamEvent]:
+        if self.record:
+            self.requests.append(request)
+        if request.auxiliary:
+            async for ev in self._summary(request):
+                yield ev
+            return
+        queue = queue_of(request.agent)
+        self._served[queue] += 1
+        n = self._served[queue]
+        items = self._queues.get(queue)
+        if not items:
+            raise ScriptExhausted(f"the scripted model for {queue!r} has no response left for call #{n}")
+        reply = items.popleft()
+        self._check(request, reply, f"{request.agent} call #{n}")
+        if reply.delay:
+            await trio.sleep(reply.delay)
+        if reply.error:
+            raise ERROR_KINDS[reply.error](f"scripted {reply.error} error", provider=self.id,
+                                           retry_after=reply.retry_after)
+        await trio.sleep(0)
+        out = 0
+        if reply.think:
+            yield ThinkingDelta(reply.think, signature(reply.think))
+            out += estimate(reply.think)
+        if reply.say:
+            for piece in _chunks(reply.say):
+                yield TextDelta(piece)
+                await trio.sleep(0)
+            out += estimate(reply.say)
+        for i, (name, args) in enumerate(reply.calls):
+            yield ToolCallDone(f"call_{queue}_{n}_{i}", name, args)
+        usage = reply.usage or Usage(input=0, output=out)
+        yield StreamEnd("tool_use" if reply.calls else "end_turn", usage)
+
+    def _check(self, request: Request, reply: Reply, where: str) -> None:
+        if reply.sees is None and reply.not_sees is None:
+            return
+        text = request_text(request)
+        if reply.sees is not None and reply.sees not in text:
+            self.failures.append(f"{where}: the request did not contain {reply.sees!r}")
+        if reply.not_sees is not None and reply.not_sees in text:
+            self.failures.append(f"{where}: the request contained {reply.not_sees!r}")
+
+    async def _summary(self, request: Request) -> AsyncIterator[StreamEvent]:
+        lines = []
+        for m in request.messages:
+            for b in m.blocks:
+                text = b.text if isinstance(b, TextBlock) else b.content if isinstance(b, ToolResultBlock) else ""
+                if text.strip():
+                    lines.append("- " + text.strip().splitlines()[0][:200])
+                    break
+        await trio.sleep(0)
+        yield TextDelta("Summary of the earlier conversation:\n" + "\n".join(lines))
+        yield StreamEnd("end_turn", Usage())

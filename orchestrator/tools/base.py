@@ -1,0 +1,95 @@
+"""What a tool is (E12) and the one name-to-tool registry the engine reads every turn.
+
+A tool's input is a msgspec Struct: its JSON schema is what the model is told, and decoding
+the model's arguments into it is the validation, so a bad call becomes a readable error result.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from functools import cache
+from pathlib import Path
+from typing import Any, Awaitable, Callable
+
+import msgspec
+
+from orchestrator.core.types import ImageBlock, ToolSpec
+
+
+class ToolError(Exception):
+    """A tool failed in a way the model should read and can act on."""
+
+
+@dataclass(frozen=True)
+class ToolOutput:
+    text: str
+    is_error: bool = False
+    images: list[ImageBlock] = field(default_factory=list)
+
+
+@dataclass(frozen=True)
+class ToolContext:
+    agent: str
+    call_id: str
+    workspace: Path
+
+
+Runner = Callable[[Any, ToolContext], Awaitable["str | ToolOutput"]]
+
+
+@dataclass(frozen=True)
+class Tool:
+    name: str
+    description: str
+    args: type[msgspec.Struct]
+    run: Runner
+    read_only: bool = False
+
+    def spec(self) -> ToolSpec:
+        return ToolSpec(self.name, self.description, schema_of(self.args))
+
+    def parse(self, raw: dict[str, Any]) -> Any:
+        """Validate the model's arguments; raises ToolError naming the offending field."""
+        try:
+            return msgspec.convert(raw, self.args)
+        except msgspec.ValidationError as exc:
+            raise ToolError(f"invalid arguments for {self.name}: {exc}") from None
+
+
+@cache
+def schema_of(args: type[msgspec.Struct]) -> dict[str, Any]:
+    schema = msgspec.json.schema(args)
+    ref = schema.pop("$ref", None)
+    defs = schema.pop("$defs", {})
+    if ref:  # msgspec puts the top-level struct in $defs; models want it inline
+        top = dict(defs.pop(ref.rsplit("/", 1)[1]))
+        top.pop("title", None)
+        if defs:
+            top["$defs"] = defs
+        return top
+    return schema
+
+
+class Registry:
+    """Name-to-tool map; built-in, room-made and user tools all live here alike."""
+
+    def __init__(self, tools: list[Tool] = ()):
+        self._tools: dict[str, Tool] = {}
+        for t in tools:
+            self.add(t)
+
+    def add(self, tool: Tool) -> None:
+        if tool.name in self._tools:
+            raise ValueError(f"tool {tool.name!r} is registered twice")
+        self._tools[tool.name] = tool
+
+    def get(self, name: str) -> Tool | None:
+        return self._tools.get(name)
+
+    def specs(self) -> list[ToolSpec]:
+        return [t.spec() for t in self._tools.values()]
+
+    def names(self) -> list[str]:
+        return list(self._tools)
+
+    def __len__(self) -> int:
+        return len(self._tools)
