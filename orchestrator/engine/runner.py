@@ -108,7 +108,8 @@ async def run_turn(agent: Agent, partition: Partition, commit: Commit,
                        output_tokens=usage.output, cached_tokens=usage.cached)
             return
         verdicts = [guard.see(c.name, c.input) for c in calls]
-        async for ev in _run_calls(agent, calls, verdicts, commit):
+        ended: list[str] = []
+        async for ev in _run_calls(agent, calls, verdicts, commit, ended):
             yield ev
         if "nudge" in verdicts:
             await commit(_draft(agent, "notice", [TextBlock(render("loop_nudge.md.j2", count=guard.count))]))
@@ -117,10 +118,14 @@ async def run_turn(agent: Agent, partition: Partition, commit: Commit,
                        result=render("loop_stop.md.j2"), input_tokens=usage.input,
                        output_tokens=usage.output, cached_tokens=usage.cached)
             return
+        if ended:
+            yield Done(ts=time.time(), agent=agent.name, stop_reason=ended[0], result=block_text(response.blocks),
+                       input_tokens=usage.input, output_tokens=usage.output, cached_tokens=usage.cached)
+            return
 
 
 async def _run_calls(agent: Agent, calls: list[ToolCallBlock], verdicts: list[str],
-                     commit: Commit) -> AsyncIterator[Event]:
+                     commit: Commit, ended: list[str]) -> AsyncIterator[Event]:
     """Execute, then commit results in declared order; on cancel, every open call gets a result."""
     answered: set[str] = set()
     try:
@@ -129,10 +134,14 @@ async def _run_calls(agent: Agent, calls: list[ToolCallBlock], verdicts: list[st
             for call in batch:
                 yield ToolStart(ts=time.time(), agent=agent.name, call_id=call.id, name=call.name, input=call.input)
             runnable = [c for c, i in zip(batch, group) if verdicts[i] != "stop"]
-            done = {r.call_id: r for r in await execute_group(runnable, agent.tools, agent.name, agent.workspace)} \
-                if runnable else {}
+            siblings = tuple(c.name for c in calls)
+            done = {r.call_id: (r, end) for r, end in
+                    await execute_group(runnable, agent.tools, agent.name, agent.workspace, siblings)}
             for call in batch:
-                result = done.get(call.id) or ToolResultBlock(call.id, call.name, render("loop_stop.md.j2"), True)
+                result, end = done.get(call.id, (None, None))
+                if end:
+                    ended.append(end)
+                result = result or ToolResultBlock(call.id, call.name, render("loop_stop.md.j2"), True)
                 await commit(_draft(agent, "tool_result", [result]))
                 answered.add(call.id)
                 yield ToolEnd(ts=time.time(), agent=agent.name, call_id=call.id, name=call.name,

@@ -20,48 +20,50 @@ def groups(calls: list[ToolCallBlock], registry: Registry) -> list[list[int]]:
     """Indices of calls, grouped: a run of read-only calls together, every other call alone."""
     out: list[list[int]] = []
     for i, call in enumerate(calls):
-        tool = registry.get(call.name)
-        read_only = tool is not None and tool.read_only
-        if read_only and out and out[-1][-1] == i - 1 and _read_only(calls[i - 1], registry):
+        if _concurrent(call, registry) and out and out[-1][-1] == i - 1 and _concurrent(calls[i - 1], registry):
             out[-1].append(i)
         else:
             out.append([i])
     return out
 
 
-def _read_only(call: ToolCallBlock, registry: Registry) -> bool:
+def _concurrent(call: ToolCallBlock, registry: Registry) -> bool:
     tool = registry.get(call.name)
-    return tool is not None and tool.read_only
+    return tool is not None and tool.concurrent
 
 
-async def execute(call: ToolCallBlock, registry: Registry, agent: str, workspace: Path) -> ToolResultBlock:
+async def execute(call: ToolCallBlock, registry: Registry, ctx: ToolContext) -> tuple[ToolResultBlock, str | None]:
+    """The call's result, and the stop reason if the tool ends the turn."""
     tool = registry.get(call.name)
     if tool is None:
         known = ", ".join(registry.names()) or "none"
-        return ToolResultBlock(call.id, call.name, f"unknown tool {call.name!r}; available tools: {known}", True)
+        return ToolResultBlock(call.id, call.name, f"unknown tool {call.name!r}; available tools: {known}", True), None
     try:
         args = tool.parse(call.input)
-        out = await tool.run(args, ToolContext(agent=agent, call_id=call.id, workspace=workspace))
+        out = await tool.run(args, ctx)
     except ToolError as exc:
-        return ToolResultBlock(call.id, call.name, str(exc), True)
+        return ToolResultBlock(call.id, call.name, str(exc), True), None
     except Exception as exc:  # a tool bug is information for the model, not the end of the turn
-        log.warning("tool crashed", tool=call.name, agent=agent, error=type(exc).__name__)
-        return ToolResultBlock(call.id, call.name, f"{call.name} failed: {type(exc).__name__}: {exc}", True)
+        log.warning("tool crashed", tool=call.name, agent=ctx.agent, error=type(exc).__name__)
+        return ToolResultBlock(call.id, call.name, f"{call.name} failed: {type(exc).__name__}: {exc}", True), None
     if isinstance(out, ToolOutput):
-        return ToolResultBlock(call.id, call.name, out.text, out.is_error, list(out.images))
-    return ToolResultBlock(call.id, call.name, out)
+        return ToolResultBlock(call.id, call.name, out.text, out.is_error, list(out.images)), out.end_turn
+    return ToolResultBlock(call.id, call.name, out), None
 
 
-async def execute_group(calls: list[ToolCallBlock], registry: Registry, agent: str,
-                        workspace: Path) -> list[ToolResultBlock]:
+async def execute_group(calls: list[ToolCallBlock], registry: Registry, agent: str, workspace: Path,
+                        siblings: tuple[str, ...]) -> list[tuple[ToolResultBlock, str | None]]:
+    def ctx(call: ToolCallBlock) -> ToolContext:
+        return ToolContext(agent=agent, call_id=call.id, workspace=workspace, siblings=siblings)
+
     if len(calls) == 1:
-        return [await execute(calls[0], registry, agent, workspace)]
-    results: list[ToolResultBlock | None] = [None] * len(calls)
+        return [await execute(calls[0], registry, ctx(calls[0]))]
+    results: list = [None] * len(calls)
 
     async def one(i: int) -> None:
-        results[i] = await execute(calls[i], registry, agent, workspace)
+        results[i] = await execute(calls[i], registry, ctx(calls[i]))
 
     async with trio.open_nursery() as nursery:
         for i in range(len(calls)):
             nursery.start_soon(one, i)
-    return results  # type: ignore[return-value]
+    return results

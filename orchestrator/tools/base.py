@@ -24,6 +24,7 @@ class ToolOutput:
     text: str
     is_error: bool = False
     images: list[ImageBlock] = field(default_factory=list)
+    end_turn: str | None = None  # a stop reason: the turn ends after this tool round (a handoff)
 
 
 @dataclass(frozen=True)
@@ -31,6 +32,7 @@ class ToolContext:
     agent: str
     call_id: str
     workspace: Path
+    siblings: tuple[str, ...] = ()  # tool names of every call in the same response
 
 
 Runner = Callable[[Any, ToolContext], Awaitable["str | ToolOutput"]]
@@ -43,6 +45,11 @@ class Tool:
     args: type[msgspec.Struct]
     run: Runner
     read_only: bool = False
+    parallel: bool | None = None  # may run beside adjacent calls; defaults to read_only (E13)
+
+    @property
+    def concurrent(self) -> bool:
+        return self.read_only if self.parallel is None else self.parallel
 
     def spec(self) -> ToolSpec:
         return ToolSpec(self.name, self.description, schema_of(self.args))

@@ -1,0 +1,115 @@
+"""The commander's three assignment tools (G4): dispatch_to, run_worker and hand_off_to.
+
+They are ordinary engine tools that close over the room; the engine never learns what a room is.
+"""
+from __future__ import annotations
+
+import msgspec
+import trio
+
+from orchestrator.core.prompts import render
+from orchestrator.core.types import Draft, TextBlock
+from orchestrator.room.room import COMMANDER, USER, Member, Room, TurnFailed
+from orchestrator.tools.base import Tool, ToolContext, ToolError, ToolOutput
+
+
+class DispatchArgs(msgspec.Struct, forbid_unknown_fields=True):
+    agent: str
+    task: str
+    background: bool = False
+
+
+class WorkerArgs(msgspec.Struct, forbid_unknown_fields=True):
+    task: str
+    agent: str | None = None
+
+
+class HandOffArgs(msgspec.Struct, forbid_unknown_fields=True):
+    agent: str
+    note: str | None = None
+
+
+def _member(room: Room, name: str) -> Member:
+    member = room.members.get(name)
+    if member is None or member.anonymous or name == COMMANDER:
+        names = ", ".join(m.name for m in room.roster()) or "none"
+        raise ToolError(f"no member named {name!r}; members: {names}")
+    return member
+
+
+async def _assign(room: Room, member: Member, task: str, *, visible_to: list[str]) -> None:
+    await room._post(Draft(author=COMMANDER, kind="task", blocks=[TextBlock(render("worker_task.md.j2", task=task))],
+                           visible_to=visible_to))
+
+
+async def _work(room: Room, member: Member, task_id: str, mode: str) -> str:
+    """Run the assignment and close its ledger entry, whatever way it ends."""
+    status, result = "cancelled", "stopped"
+    try:
+        async with room._workers:
+            done = await room.turn(member, mode)
+        status, result = "done", done.result
+        return done.result
+    except TurnFailed as exc:
+        status, result = "failed", str(exc)
+        raise ToolError(f"{member.name} failed: {exc}") from None
+    finally:
+        with trio.CancelScope(shield=True):
+            await room.ledger.close(task_id, status, result, read=mode != "visible")
+
+
+def commander_tools(room: Room) -> list[Tool]:
+    async def dispatch_to(args: DispatchArgs, ctx: ToolContext) -> str:
+        member = _member(room, args.agent)
+        background = args.background or "hand_off_to" in ctx.siblings
+        await _assign(room, member, args.task, visible_to=[member.name, USER])
+        rec = await room.ledger.open(member.name, "dispatch", args.task, background=background)
+        if not background:
+            report = await _work(room, member, rec.id, "foreground")
+            return report or f"{member.name} finished task {rec.id} without a report"
+
+        async def in_background() -> None:
+            try:
+                await _work(room, member, rec.id, "visible")
+            except ToolError:
+                pass  # the ledger and the error event already tell the commander
+            room.report_ready()
+
+        room.spawn(in_background)
+        return (f"task {rec.id} dispatched to {member.name} in the background; its report will arrive "
+                f"as a message when it is done")
+
+    async def run_worker(args: WorkerArgs, ctx: ToolContext) -> str:
+        if args.agent:
+            member = _member(room, args.agent)
+            await _assign(room, member, args.task, visible_to=[member.name, USER])
+            mode = "foreground"
+        else:
+            member = room.anonymous_member()
+            await _assign(room, member, args.task, visible_to=[member.name])
+            mode = "hidden"
+        rec = await room.ledger.open(member.name, "worker", args.task)
+        return await _work(room, member, rec.id, mode) or f"{member.name} finished without a result"
+
+    async def hand_off_to(args: HandOffArgs, ctx: ToolContext) -> ToolOutput:
+        member = _member(room, args.agent)
+        if not member.spec.interactive:
+            raise ToolError(f"{member.name} is not interactive, so it cannot hold the floor; use dispatch_to "
+                            f"to give it work instead")
+        last = next((m.text for m in reversed(room.members[COMMANDER].partition.messages) if m.author == USER), "")
+        await room.set_floor(member.name)
+        await room._post(Draft(author=COMMANDER, kind="task", visible_to=[member.name, USER],
+                               blocks=[TextBlock(render("handoff.md.j2", note=args.note, last_line=last))]))
+        room.wake(member.name)
+        return ToolOutput(f"{member.name} has the floor now and talks with the user", end_turn="handoff")
+
+    return [
+        Tool("dispatch_to", "Give a member a task. It works until done and its report comes back to you "
+             "(as this tool's result, or later as a message with background: true). Several dispatches "
+             "in one response run concurrently.", DispatchArgs, dispatch_to, parallel=True),
+        Tool("run_worker", "Run a sub-task whose result comes back as this tool's result. Without "
+             "`agent`, an anonymous helper (unseen by the user) does it; with `agent`, that member does.",
+             WorkerArgs, run_worker, parallel=True),
+        Tool("hand_off_to", "Give the floor to an interactive member: it talks with the user directly "
+             "until it hands back. Your turn ends here.", HandOffArgs, hand_off_to),
+    ]

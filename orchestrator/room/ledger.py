@@ -1,0 +1,54 @@
+"""The light task ledger (G5): task, assignee, status, result summary, and whether the commander read it.
+
+Every change is persisted and announced as a `task` event; the commander's prompt renders it.
+"""
+from __future__ import annotations
+
+import time
+import uuid
+from typing import Callable
+
+from orchestrator.core.events import TaskEvent
+from orchestrator.store.db import Store, TaskRecord
+
+SUMMARY_CHARS = 200
+
+
+class Ledger:
+    def __init__(self, store: Store, room_id: str, publish: Callable[[TaskEvent], None],
+                 tasks: list[TaskRecord] = ()):
+        self._store, self._room, self._publish = store, room_id, publish
+        self.tasks: dict[str, TaskRecord] = {t.id: t for t in tasks}
+
+    async def open(self, agent: str, kind: str, task: str, *, background: bool = False) -> TaskRecord:
+        rec = TaskRecord(id="t" + uuid.uuid4().hex[:6], room=self._room, agent=agent, kind=kind,
+                         status="running", task=task, background=background, created=time.time())
+        return await self._put(rec)
+
+    async def close(self, task_id: str, status: str, result: str = "", *, read: bool = False) -> TaskRecord:
+        rec = self.tasks[task_id]
+        summary = result if len(result) <= SUMMARY_CHARS else result[:SUMMARY_CHARS - 1] + "…"
+        return await self._put(TaskRecord(**{**_fields(rec), "status": status, "result": summary, "read": read}))
+
+    async def mark_read(self, task_ids: list[str]) -> None:
+        for tid in task_ids:
+            await self._put(TaskRecord(**{**_fields(self.tasks[tid]), "read": True}), announce=False)
+
+    def running(self) -> list[TaskRecord]:
+        return [t for t in self.tasks.values() if t.status == "running"]
+
+    def unread(self) -> list[TaskRecord]:
+        """Background tasks that ended and whose report the commander has not had a turn to read."""
+        return [t for t in self.tasks.values() if t.status != "running" and t.background and not t.read]
+
+    async def _put(self, rec: TaskRecord, announce: bool = True) -> TaskRecord:
+        self.tasks[rec.id] = rec
+        await self._store.put_task(rec)
+        if announce:
+            self._publish(TaskEvent(ts=time.time(), room=self._room, task_id=rec.id, agent=rec.agent,
+                                    kind=rec.kind, status=rec.status))
+        return rec
+
+
+def _fields(rec: TaskRecord) -> dict:
+    return {f: getattr(rec, f) for f in rec.__struct_fields__}

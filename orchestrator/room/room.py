@@ -1,0 +1,433 @@
+"""The room (G1-G11): members and their partitions, the one bus, the floor, turns and the group stop.
+
+Every message goes through `_post` (store, then partitions, then subscribers, under one lock, so
+the bus order is the `seq` order); every agent turn runs under a cancel scope that `stop` owns.
+"""
+from __future__ import annotations
+
+import re
+import time
+from contextlib import aclosing, asynccontextmanager
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import AsyncIterator, Callable
+
+import msgspec
+import structlog
+import trio
+
+from orchestrator.core.errors import TOO_LONG, InputError, OrchestratorError, ProviderError
+from orchestrator.core.events import (
+    Cancelled, Done, ErrorEvent, Event, State, ToolEnd, message_event,
+)
+from orchestrator.core.prompts import render
+from orchestrator.core.types import Draft, Message, TextBlock, ToolResultBlock, Usage
+from orchestrator.engine.partition import Partition
+from orchestrator.engine.retry import RetryPolicy
+from orchestrator.engine.runner import CANCELLED, Agent, run_turn
+from orchestrator.providers.base import Provider
+from orchestrator.room import handback
+from orchestrator.room.ledger import Ledger
+from orchestrator.scenario.schema import AgentDef, Team
+from orchestrator.store.db import RoomRecord, Store
+from orchestrator.tools.base import Registry
+from orchestrator.tools.files import BUILTIN
+
+log = structlog.get_logger(__name__)
+
+COMMANDER, USER, ROOM = "commander", "user", "room"
+_MENTION = re.compile(r"@([a-z][a-z0-9_-]{0,31})\b")
+_ANONYMOUS = re.compile(r"worker(?:-(\d+))?")
+
+Resolve = Callable[[str], tuple[Provider, str]]  # model string -> (provider, model id)
+
+
+class TurnFailed(OrchestratorError):
+    """An agent's turn ended in an error that was already reported on the bus."""
+
+
+@dataclass
+class Member:
+    spec: AgentDef
+    partition: Partition
+    lock: trio.Lock = field(default_factory=trio.Lock)
+    active: int = 0  # turns scheduled or running
+    anonymous: bool = False
+
+    @property
+    def name(self) -> str:
+        return self.spec.name
+
+
+class _Meter:
+    """Per-user-line limits (model calls, tokens); reaching one stops the group."""
+
+    def __init__(self, room: Room):
+        self.room, self.calls, self.tokens = room, 0, 0
+
+    def on_call(self, agent: str) -> None:
+        self.calls += 1
+        cap = self.room.team.limits.max_model_calls
+        if cap is not None and self.calls > cap:
+            self.room.halt(f"limit reached: at most {cap} model calls per user line")
+
+    def on_usage(self, agent: str, usage: Usage) -> None:
+        self.tokens += usage.input + usage.output
+        cap = self.room.team.limits.max_tokens
+        if cap is not None and self.tokens > cap:
+            self.room.halt(f"limit reached: at most {cap} tokens per user line")
+
+
+class Room:
+    """A group chat. Open one with `Room.create` or `Room.open` inside `async with`."""
+
+    def __init__(self, store: Store, record: RoomRecord, team: Team, resolve: Resolve, workspace: Path,
+                 nursery: trio.Nursery, retry: RetryPolicy):
+        self.store, self.record, self.team, self.workspace = store, record, team, workspace
+        self.id = record.id
+        self.floor = record.floor
+        self._resolve, self._nursery, self._retry = resolve, nursery, retry
+        self._subscribers: list[Callable[[Event], None]] = []
+        self._lock = trio.Lock()
+        self._scopes: set[trio.CancelScope] = set()
+        self._running = 0
+        self._idle = trio.Event()
+        self._idle.set()
+        self._anonymous = 0
+        self._halting: str | None = None
+        self.meter = _Meter(self)
+        self._workers = trio.CapacityLimiter(team.limits.max_workers or 1_000_000)
+        self.members: dict[str, Member] = {COMMANDER: Member(_commander_spec(team), Partition(COMMANDER))}
+        for spec in team.agents:
+            self.members[spec.name] = Member(spec, Partition(spec.name))
+        self.ledger = Ledger(store, self.id, self._publish)
+        from orchestrator.room.commander import commander_tools  # the tools close over this room
+        self._commander_tools = commander_tools(self)
+        for spec in [self.members[COMMANDER].spec, *team.agents]:
+            _builtin_tools(spec)  # an unknown tool name fails here, before anything runs
+
+    # --- opening and closing -------------------------------------------------------------
+
+    @classmethod
+    @asynccontextmanager
+    async def create(cls, store: Store, team: Team, resolve: Resolve, *, name: str = "room",
+                     workspace: Path | None = None, retry: RetryPolicy = RetryPolicy(),
+                     on_event: Callable[[Event], None] | None = None) -> AsyncIterator[Room]:
+        workspace = Path(workspace or Path.cwd()).resolve()
+        meta = {"team": msgspec.to_builtins(team), "workspace": str(workspace)}
+        record = await store.create_room(name, floor=COMMANDER, meta=meta)
+        async with cls._running_room(store, record, team, resolve, workspace, retry, [], on_event) as room:
+            yield room
+
+    @classmethod
+    @asynccontextmanager
+    async def open(cls, store: Store, ref: str, resolve: Resolve, *, team: Team | None = None,
+                   retry: RetryPolicy = RetryPolicy(),
+                   on_event: Callable[[Event], None] | None = None) -> AsyncIterator[Room]:
+        """Reopen a stored room: history is healed on load, partitions, floor and ledger rebuilt."""
+        record = await store.room(ref)
+        if record is None:
+            raise InputError(f"no room {ref!r} in this database; `orchestrator rooms` lists them")
+        team = team or msgspec.convert(record.meta.get("team", {}), Team)
+        workspace = Path(record.meta.get("workspace") or Path.cwd())
+        messages = await store.load(record.id)
+        async with cls._running_room(store, record, team, resolve, workspace, retry, messages, on_event) as room:
+            yield room
+
+    @classmethod
+    @asynccontextmanager
+    async def _running_room(cls, store, record, team, resolve, workspace, retry, messages,
+                            on_event) -> AsyncIterator[Room]:
+        async with trio.open_nursery() as nursery:
+            room = cls(store, record, team, resolve, workspace, nursery, retry)
+            if on_event:
+                room.subscribe(on_event)
+            await room._restore(messages)
+            room._publish(State(ts=time.time(), room=room.id, floor=room.floor))
+            try:
+                yield room
+                await room.idle()
+            finally:
+                room._cancel_all()
+
+    async def _restore(self, messages: list[Message]) -> None:
+        for msg in messages:
+            m = _ANONYMOUS.fullmatch(msg.author)
+            if m:
+                self._anonymous = max(self._anonymous, int(m.group(1) or 1))
+            for viewer in msg.visible_to:
+                if viewer in self.members:
+                    self.members[viewer].partition.append(msg)
+        for member in self.members.values():
+            member.partition.mark_read()
+        tasks = await self.store.tasks(self.id)
+        self.ledger.tasks = {t.id: t for t in tasks}
+        for t in self.ledger.running():  # its worker died with the process
+            await self.ledger.close(t.id, "cancelled", "interrupted by a restart")
+        if self.floor not in self.members:
+            await self.set_floor(COMMANDER)
+
+    # --- the bus ----------------------------------------------------------------------------
+
+    def subscribe(self, fn: Callable[[Event], None]) -> None:
+        self._subscribers.append(fn)
+
+    def _publish(self, ev: Event) -> None:
+        ev.room = self.id
+        for fn in self._subscribers:
+            fn(ev)
+
+    async def _post(self, draft: Draft) -> Message:
+        """Commit a message: store, partitions of everyone allowed to see it, then subscribers."""
+        async with self._lock:
+            msg = await self.store.append(self.id, draft)
+            for viewer in msg.visible_to:
+                member = self.members.get(viewer)
+                if member is not None:
+                    member.partition.append(msg)
+            self._publish(message_event(msg))
+        return msg
+
+    async def notice(self, text: str, visible_to: list[str]) -> Message:
+        return await self._post(Draft(author=ROOM, kind="notice", blocks=[TextBlock(text)], visible_to=visible_to))
+
+    async def set_floor(self, owner: str) -> None:
+        if owner == self.floor:
+            return
+        self.floor = owner
+        await self.store.set_floor(self.id, owner)
+        self._publish(State(ts=time.time(), room=self.id, floor=owner))
+
+    # --- the user's side --------------------------------------------------------------------
+
+    async def post(self, text: str) -> Message:
+        """A user line: routed to the @mentioned member, else the floor owner (G7, G11)."""
+        m = _MENTION.match(text.strip())
+        target = self.floor
+        if m:
+            target = m.group(1)
+            if target not in self.members or self.members[target].anonymous:
+                msg = await self._post(Draft(author=USER, kind="user", blocks=[TextBlock(text)], visible_to=[USER]))
+                names = ", ".join(n for n, mb in self.members.items() if not mb.anonymous)
+                await self.notice(f"There is no member named @{target} here; the line was kept but not sent. "
+                                  f"Members: {names}.", [USER])
+                return msg
+            if target == COMMANDER:
+                await self.set_floor(COMMANDER)
+        self.meter = _Meter(self)
+        visible = [USER, target] if target == COMMANDER else [USER, target, COMMANDER]
+        msg = await self._post(Draft(author=USER, kind="user", blocks=[TextBlock(text)], visible_to=visible))
+        self.wake(target)
+        if self.team.limits.max_turn_seconds:
+            self._nursery.start_soon(self._deadline, self.team.limits.max_turn_seconds, self.meter)
+        return msg
+
+    async def _deadline(self, seconds: float, meter: _Meter) -> None:
+        await trio.sleep(seconds)
+        if meter is self.meter and self._running:
+            self.halt(f"limit reached: a turn may take at most {seconds:g} s")
+
+    async def idle(self) -> None:
+        """Wait until no agent is running, background tasks included."""
+        while self._running:
+            await self._idle.wait()
+
+    @property
+    def busy(self) -> bool:
+        return self._running > 0
+
+    async def stop(self, reason: str = "stopped by the user") -> None:
+        """Group cancellation (G9), the only stop path: every agent, worker and tool in the room."""
+        self._cancel_all()
+        await self.idle()
+        for t in self.ledger.running():
+            await self.ledger.close(t.id, "cancelled", reason)
+        self._publish(Cancelled(ts=time.time(), room=self.id, reason=reason))
+
+    def halt(self, reason: str) -> None:
+        """Stop from inside a turn (a limit): cancel now, report once everything has stopped."""
+        if self._halting:
+            return
+        self._halting = reason
+        self._cancel_all()
+        self._nursery.start_soon(self._finish_halt)
+
+    async def _finish_halt(self) -> None:
+        reason = self._halting or ""
+        await self.stop(reason)
+        await self.notice(reason, [USER, COMMANDER])
+        self._halting = None
+
+    def _cancel_all(self) -> None:
+        for scope in list(self._scopes):
+            scope.cancel()
+
+    # --- running agents ---------------------------------------------------------------------
+
+    def wake(self, name: str) -> None:
+        """Start a turn for `name` unless it already has one (a running turn reads new lines itself)."""
+        member = self.members[name]
+        if member.active == 0 and not self._halting:
+            self.spawn(self._respond, member)
+
+    def spawn(self, fn, *args) -> None:
+        """Run fn in the room's nursery under its own cancel scope, counted for idle and stop."""
+        scope = trio.CancelScope()
+        self._scopes.add(scope)
+        self._running += 1
+        self._idle = trio.Event()
+        if args and isinstance(args[0], Member):
+            args[0].active += 1
+        self._nursery.start_soon(self._guarded, scope, fn, args)
+
+    async def _guarded(self, scope: trio.CancelScope, fn, args) -> None:
+        try:
+            with scope:
+                await fn(*args)
+        except TurnFailed:
+            pass
+        except Exception as exc:  # a bug: report it on the bus instead of tearing the room down
+            log.exception("room task crashed")
+            self._publish(ErrorEvent(ts=time.time(), message=f"internal error: {exc}", error_class="internal"))
+        finally:
+            if args and isinstance(args[0], Member):
+                args[0].active -= 1
+            self._scopes.discard(scope)
+            self._running -= 1
+            if self._running == 0:
+                self._idle.set()
+
+    async def _respond(self, member: Member) -> None:
+        """A conversational turn: the commander, the floor owner or a mentioned member answers."""
+        await self.turn(member, "commander" if member.name == COMMANDER else "visible")
+        if member.partition.unread and member.name in (self.floor, COMMANDER) and (
+                member.name != COMMANDER or self.floor == COMMANDER):
+            member.active -= 1  # a line landed after the model's last word: answer it too
+            try:
+                self.wake(member.name)
+            finally:
+                member.active += 1
+
+    def anonymous_member(self) -> Member:
+        self._anonymous += 1
+        name = "worker" if self._anonymous == 1 else f"worker-{self._anonymous}"
+        cmd = self.members[COMMANDER].spec
+        spec = AgentDef(name=name, description="an anonymous helper of the commander",
+                        model=cmd.model, tools=list(cmd.tools))
+        member = Member(spec, Partition(name), anonymous=True)
+        self.members[name] = member
+        return member
+
+    async def turn(self, member: Member, mode: str) -> Done:
+        """Run one engine turn for `member`. `mode` decides who sees its words:
+        commander -> the user; visible -> the user and the commander; foreground -> the user
+        (the commander gets the report as a tool result); hidden -> nobody else.
+        """
+        async with member.lock:
+            if member.name == COMMANDER:
+                unread = [t.id for t in self.ledger.unread()]
+                await self.ledger.mark_read(unread)
+            agent = self._agent(member)
+            done: Done | None = None
+            try:
+                async with aclosing(run_turn(agent, member.partition, self._committer(member, mode),
+                                             self.meter)) as events:
+                    async for ev in events:
+                        self._publish(ev)
+                        if isinstance(ev, Done):
+                            done = ev
+            except ProviderError as exc:
+                raise self._failed(member, _explain(exc), exc.kind) from None
+            except OrchestratorError as exc:
+                raise self._failed(member, str(exc), type(exc).__name__) from None
+            assert done is not None
+            return done
+
+    def _failed(self, member: Member, message: str, error_class: str) -> TurnFailed:
+        self._publish(ErrorEvent(ts=time.time(), message=message, error_class=error_class, agent=member.name))
+        return TurnFailed(message)
+
+    def _committer(self, member: Member, mode: str):
+        audience = {
+            "commander": [COMMANDER, USER],
+            "visible": [member.name, USER, COMMANDER],
+            "foreground": [member.name, USER],
+            "hidden": [member.name],
+        }[mode]
+
+        async def commit(draft: Draft) -> Message:
+            handed = False
+            if draft.kind in ("text", "tool_call") and member.name != COMMANDER:
+                text, handed = handback.split(draft.text)
+            if draft.kind in ("text", "tool_call"):
+                blocks = draft.blocks
+                if handed:
+                    blocks = [TextBlock(text) if isinstance(b, TextBlock) else b for b in blocks]
+                    blocks = [b for b in blocks if not (isinstance(b, TextBlock) and not b.text)]
+                draft = msgspec.structs.replace(draft, blocks=blocks, visible_to=list(audience))
+            msg = await self._post(draft)
+            if draft.kind == "tool_result":
+                res = draft.blocks[0]
+                if isinstance(res, ToolResultBlock) and res.content == CANCELLED:
+                    self._publish(ToolEnd(ts=time.time(), agent=member.name, call_id=res.call_id,
+                                          name=res.name, result=res.content, is_error=True))
+            if handed and self.floor == member.name:
+                await self._handback(member)
+            return msg
+
+        return commit
+
+    async def _handback(self, member: Member) -> None:
+        await self.set_floor(COMMANDER)
+        pending = self.ledger.running() + self.ledger.unread()
+        if pending:
+            await self.notice(render("handback_pending.md.j2", agent=member.name,
+                                     tasks=[f"{t.id} {t.agent} [{t.status}]" for t in pending]), [COMMANDER])
+            self.wake(COMMANDER)
+
+    def report_ready(self) -> None:
+        """A background task ended: the commander reads it now, or at handback if it lacks the floor."""
+        if self.floor == COMMANDER:
+            self.wake(COMMANDER)
+
+    def _agent(self, member: Member) -> Agent:
+        spec = member.spec
+        provider, model = self._resolve(spec.model or self.members[COMMANDER].spec.model)
+        tools = _builtin_tools(spec)
+        if member.name == COMMANDER:
+            for t in self._commander_tools:
+                tools.add(t)
+            system = render("commander.md.j2", instructions=spec.instructions, roster=self.roster(),
+                            floor=self.floor, ledger=list(self.ledger.tasks.values())[-20:],
+                            tools=[n for n in tools.names()])
+        else:
+            system = render("worker.md.j2", name=spec.name, description=spec.description,
+                            instructions=spec.instructions, tools=tools.names(), interactive=spec.interactive)
+        return Agent(name=member.name, provider=provider, model=model, system=system, tools=tools,
+                     workspace=self.workspace, retry=self._retry, cache_key=self.id)
+
+    def roster(self) -> list[AgentDef]:
+        return [m.spec for n, m in self.members.items() if n != COMMANDER and not m.anonymous]
+
+
+def _commander_spec(team: Team) -> AgentDef:
+    return msgspec.structs.replace(team.commander, name=COMMANDER, interactive=True)
+
+
+def _builtin_tools(spec: AgentDef) -> Registry:
+    reg = Registry()
+    for name in spec.tools:
+        tool = BUILTIN.get(name)
+        if tool is None:
+            raise InputError(f"agent {spec.name!r}: unknown tool {name!r}; built-in tools: {', '.join(BUILTIN)}")
+        reg.add(tool)
+    return reg
+
+
+def _explain(exc: ProviderError) -> str:
+    if exc.kind == "context_overflow":
+        return TOO_LONG
+    where = f"{exc.provider}: " if exc.provider else ""
+    retried = "retried until the attempts ran out" if exc.retryable else "not retried"
+    hint = " Check the API key and the account." if exc.account else ""
+    return f"{where}the model call failed ({exc.kind}, {retried}): {exc}.{hint}"

@@ -1,0 +1,103 @@
+"""Checks a finished scenario run against its `expect` block; each failure is one readable line.
+
+It reads what a user could inspect afterwards: the stored (healed) messages, the event stream,
+the requests each model was sent, the ledger and the workspace.
+"""
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from pathlib import Path
+
+from orchestrator.core.events import ErrorEvent, Event
+from orchestrator.core.types import Message, Request
+from orchestrator.providers.scripted import request_text
+from orchestrator.scenario.schema import Expect
+from orchestrator.store.db import TaskRecord
+
+_ANONYMOUS = re.compile(r"worker(-\d+)?")
+
+
+def _is(author: str, name: str) -> bool:
+    return author == name or (name == "worker" and bool(_ANONYMOUS.fullmatch(author)))
+
+
+@dataclass
+class Outcome:
+    messages: list[Message]
+    events: list[Event]
+    requests: list[Request]
+    tasks: list[TaskRecord]
+    floor: str
+    workspace: Path
+
+    def errors(self) -> list[ErrorEvent]:
+        return [e for e in self.events if isinstance(e, ErrorEvent)]
+
+
+def check(expect: Expect, out: Outcome, *, scripted: bool = True) -> list[str]:
+    """Every expectation that did not hold. Without `scripted`, checks that depend on the script are skipped."""
+    fails: list[str] = []
+    if expect.floor is not None and out.floor != expect.floor:
+        fails.append(f"floor: expected {expect.floor}, got {out.floor}")
+    if scripted:
+        fails += _transcript(expect, out.messages)
+        for item in expect.tool_calls:
+            n = sum(1 for m in out.messages if _is(m.author, item.agent) for c in m.calls if c.name == item.name)
+            if (item.count is None and n == 0) or (item.count is not None and n != item.count):
+                want = f"{item.count} time(s)" if item.count is not None else "at least once"
+                fails.append(f"tool_calls: {item.agent} called {item.name} {n} time(s), expected {want}")
+    for item in expect.absent:
+        for m in out.messages:
+            if _is(m.author, item.from_) and item.contains in m.text:
+                fails.append(f"absent: {m.author} wrote {item.contains!r} (message #{m.seq})")
+                break
+    for item in expect.not_in_context:
+        for i, req in enumerate(r for r in out.requests if _is(r.agent, item.agent)):
+            if item.text in request_text(req):
+                fails.append(f"not_in_context: request #{i + 1} to {item.agent} contained {item.text!r}")
+                break
+    for item in expect.ledger:
+        if not any(_is(t.agent, item.agent) and t.status == item.status for t in out.tasks):
+            got = [f"{t.agent}:{t.status}" for t in out.tasks] or ["no tasks"]
+            fails.append(f"ledger: no task for {item.agent} ended {item.status} (ledger: {', '.join(got)})")
+    seen = {type(e).__struct_config__.tag for e in out.events}
+    for kind in expect.events:
+        if kind not in seen:
+            fails.append(f"events: no {kind!r} event was emitted")
+    for path, text in expect.files.items():
+        p = out.workspace / path
+        if not p.is_file():
+            fails.append(f"files: {path} does not exist in the workspace")
+        elif text not in p.read_text(errors="replace"):
+            fails.append(f"files: {path} does not contain {text!r}")
+    for path in expect.no_files:
+        if (out.workspace / path).exists():
+            fails.append(f"no_files: {path} exists in the workspace")
+    for item in expect.tool_errors:
+        n = sum(1 for m in out.messages if m.kind == "tool_result" and _is(m.author, item.agent)
+                and m.result and m.result.name == item.name and m.result.is_error)
+        if n != item.count:
+            fails.append(f"tool_errors: {item.agent} got {n} error result(s) from {item.name}, expected {item.count}")
+    if expect.error is not None and not any(expect.error in e.message for e in out.errors()):
+        got = "; ".join(e.message for e in out.errors()) or "no error"
+        fails.append(f"error: expected an error containing {expect.error!r}, got: {got}")
+    return fails
+
+
+def _transcript(expect: Expect, messages: list[Message]) -> list[str]:
+    i = 0
+    for n, item in enumerate(expect.transcript):
+        while i < len(messages):
+            m = messages[i]
+            i += 1
+            if (_is(m.author, item.from_) and item.contains in m.text
+                    and (item.to is None or item.to in m.visible_to)
+                    and (item.hidden_from is None or item.hidden_from not in m.visible_to)):
+                break
+        else:
+            extra = "".join([f", visible to {item.to}" if item.to else "",
+                             f", hidden from {item.hidden_from}" if item.hidden_from else ""])
+            return [f"transcript[{n}]: no message from {item.from_} containing {item.contains!r}{extra} "
+                    f"after the previous match"]
+    return []

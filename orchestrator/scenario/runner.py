@@ -1,0 +1,138 @@
+"""Plays a scenario through a real Room: workspace, scripted models, user turns, restarts, checks.
+
+It drives the room exactly as the shell does (post, stop, idle, reopen); only the model is scripted.
+"""
+from __future__ import annotations
+
+import tempfile
+import time
+from contextlib import AsyncExitStack
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Callable
+
+import trio
+
+from orchestrator.core.errors import InputError
+from orchestrator.core.events import Check, Event
+from orchestrator.core.types import Usage
+from orchestrator.engine.retry import RetryPolicy
+from orchestrator.providers.base import Provider
+from orchestrator.providers.scripted import Reply, ScriptedProvider
+from orchestrator.room.room import Room
+from orchestrator.scenario.expect import Outcome, check
+from orchestrator.scenario.schema import Scenario, ScriptItem
+from orchestrator.store.db import Store
+
+
+@dataclass
+class Result:
+    check: Check
+    outcome: Outcome
+    room_id: str
+    error_expected: bool
+
+    @property
+    def failed_run(self) -> bool:
+        """The run itself failed (an error no expectation asked for): exit code 3."""
+        return bool(self.outcome.errors()) and not self.error_expected
+
+
+def reply(item: ScriptItem) -> Reply:
+    fail = item.failure()
+    usage = Usage(item.usage.input, item.usage.output) if item.usage else None
+    return Reply(say=item.say, think=item.think, calls=item.tool_calls(), delay=item.delay,
+                 error=fail.kind if fail else None, retry_after=fail.retry_after if fail else None,
+                 sees=item.sees, not_sees=item.not_sees, usage=usage)
+
+
+def prepare_workspace(scn: Scenario, override: Path | None, stack_dir: str) -> Path:
+    if override is not None:
+        ws = override
+    elif scn.workspace:
+        ws = (scn.path.parent if scn.path else Path.cwd()) / scn.workspace
+    else:
+        ws = Path(stack_dir) / "workspace"
+    ws.mkdir(parents=True, exist_ok=True)
+    for rel, text in scn.files.items():
+        target = ws / rel
+        target.parent.mkdir(parents=True, exist_ok=True)
+        target.write_text(text)
+    return ws.resolve()
+
+
+async def run_scenario(scn: Scenario, *, db: Path | None = None, workspace: Path | None = None,
+                       model: Resolver | None = None, on_event: Callable[[Event], None] | None = None,
+                       retry: RetryPolicy = RetryPolicy()) -> Result:
+    """Run every turn, then check `expect`. `model` replaces the scripted model for every agent."""
+    events: list[Event] = []
+
+    def sink(ev: Event) -> None:
+        events.append(ev)
+        if on_event:
+            on_event(ev)
+
+    scripted = ScriptedProvider({q: [reply(i) for i in items] for q, items in scn.models.items()})
+
+    def resolve(model_string: str) -> tuple[Provider, str]:
+        if model is not None:
+            return model(model_string)
+        if model_string in ("scripted", ""):
+            return scripted, "scripted"
+        raise InputError(f"model {model_string!r}: only the scripted model is available in this build; "
+                         f"use `model: scripted` or pass --model")
+
+    with tempfile.TemporaryDirectory(prefix="orchestrator-") as tmp:
+        ws = prepare_workspace(scn, workspace, tmp)
+        store = await Store.open(db or Path(tmp) / "room.db")
+        try:
+            room_id = await _play(scn, store, resolve, ws, sink, retry)
+            record = await store.room(room_id)
+            outcome = Outcome(messages=await store.load(room_id), events=events, requests=scripted.requests,
+                              tasks=await store.tasks(room_id), floor=record.floor if record else "", workspace=ws)
+            fails = scripted.failures + check(scn.expect, outcome, scripted=model is None)
+            if model is None:
+                fails += [f"models: {q}: {n} scripted response(s) were never used" for q, n in scripted.remaining().items()]
+            if scn.expect.error is None:
+                fails += [f"error: {e.message}" for e in outcome.errors()]
+            result = Check(ts=time.time(), room=room_id, ok=not fails, failures=fails)
+            sink(result)
+            return Result(result, outcome, room_id, scn.expect.error is not None)
+        finally:
+            await store.close()
+
+
+Resolver = Callable[[str], tuple[Provider, str]]
+
+
+async def _play(scn: Scenario, store: Store, resolve, ws: Path, sink, retry: RetryPolicy) -> str:
+    turns = list(scn.turns)
+    room_id: str | None = None
+    i = 0
+    while True:
+        async with AsyncExitStack() as stack:
+            if room_id is None:
+                room = await stack.enter_async_context(
+                    Room.create(store, scn.team, resolve, name=scn.name, workspace=ws, retry=retry, on_event=sink))
+            else:
+                room = await stack.enter_async_context(Room.open(store, room_id, resolve, retry=retry, on_event=sink))
+            room_id = room.id
+            last = trio.current_time()
+            while i < len(turns):
+                turn = turns[i]
+                i += 1
+                if turn.after is None:
+                    await room.idle()
+                else:
+                    await trio.sleep_until(last + turn.after)
+                last = trio.current_time()
+                if turn.restart:
+                    await room.idle()
+                    break
+                if turn.stop:
+                    await room.stop()
+                elif turn.user is not None:
+                    await room.post(turn.user)
+            else:
+                await room.idle()
+                return room_id

@@ -1,0 +1,227 @@
+"""The crash-safe session store (S1): rooms, their messages and tasks in one SQLite file (WAL).
+
+Every call runs in a worker thread behind a one-slot limiter; the store assigns ids, seqs and timestamps.
+"""
+from __future__ import annotations
+
+import contextlib
+import sqlite3
+import time
+from collections.abc import Callable, Iterator
+from os import PathLike
+from typing import Any, TypeVar
+from uuid import uuid4
+
+import msgspec
+import sqlite_utils
+import trio
+
+from orchestrator.core.types import BLOCK_DECODER, ENCODER, Draft, Message
+from orchestrator.store import heal
+
+T = TypeVar("T")
+
+_STRINGS = msgspec.json.Decoder(list[str])
+_OBJECT = msgspec.json.Decoder(dict)
+_ROOMS = ("SELECT r.*, (SELECT count(*) FROM messages m WHERE m.room = r.id) AS messages "
+          "FROM rooms r {where} ORDER BY r.created, r.rowid")
+
+
+class RoomRecord(msgspec.Struct, kw_only=True):
+    id: str
+    name: str
+    floor: str
+    created: float
+    meta: dict = msgspec.field(default_factory=dict)
+    messages: int = 0  # message count, filled by rooms()/room()
+
+
+class TaskRecord(msgspec.Struct, kw_only=True):
+    id: str
+    room: str
+    agent: str
+    kind: str  # "dispatch" | "worker"
+    status: str  # "running" | "done" | "failed" | "cancelled"
+    task: str
+    result: str = ""
+    background: bool = False
+    read: bool = False  # whether the commander has read the report
+    created: float = 0.0
+    updated: float = 0.0
+
+
+_INSERT_MESSAGE = "INSERT INTO messages ({}) VALUES ({})".format(
+    ", ".join(Message.__struct_fields__), ", ".join(":" + c for c in Message.__struct_fields__))
+_UPSERT_TASK = "INSERT INTO tasks ({}) VALUES ({}) ON CONFLICT (id) DO UPDATE SET {}".format(
+    ", ".join(TaskRecord.__struct_fields__), ", ".join(":" + c for c in TaskRecord.__struct_fields__),
+    ", ".join(f"{c} = excluded.{c}" for c in TaskRecord.__struct_fields__ if c not in ("id", "created")))
+
+
+class Store:
+    def __init__(self, db: sqlite_utils.Database):
+        self._db = db
+        # One connection shared by worker threads: the limiter is what keeps them from overlapping.
+        self._limiter = trio.CapacityLimiter(1)
+
+    @classmethod
+    async def open(cls, path: str | PathLike[str]) -> Store:
+        return cls(await trio.to_thread.run_sync(_connect, str(path)))
+
+    async def close(self) -> None:
+        # Shielded so that `finally: await store.close()` still closes inside a cancelled scope.
+        with trio.CancelScope(shield=True):
+            await self._run(self._db.close)
+
+    async def create_room(self, name: str, *, floor: str = "commander",
+                          meta: dict | None = None) -> RoomRecord:
+        room = RoomRecord(id=uuid4().hex[:12], name=name, floor=floor, created=time.time(),
+                          meta=meta or {})
+        await self._run(self._db.execute,
+                        "INSERT INTO rooms (id, name, floor, created, meta, last_seq, last_ts) "
+                        "VALUES (?, ?, ?, ?, ?, 0, 0)",
+                        [room.id, room.name, room.floor, room.created, _json(room.meta)])
+        return room
+
+    async def room(self, ref: str) -> RoomRecord | None:
+        """By exact id, else by an id prefix that only one room has, else the newest room named `ref`."""
+        def find() -> RoomRecord | None:
+            if found := self._rooms("WHERE r.id = :ref", ref):
+                return found[0]
+            if len(found := self._rooms("WHERE :ref != '' AND instr(r.id, :ref) = 1", ref)) == 1:
+                return found[0]
+            named = self._rooms("WHERE r.name = :ref", ref)
+            return named[-1] if named else None
+
+        return await self._run(find)
+
+    async def rooms(self) -> list[RoomRecord]:
+        return await self._run(self._rooms, "")
+
+    async def set_meta(self, room_id: str, meta: dict) -> None:
+        await self._run(self._set_room, room_id, "meta", _json(meta))
+
+    async def set_floor(self, room_id: str, owner: str) -> None:
+        await self._run(self._set_room, room_id, "floor", owner)
+
+    async def append(self, room_id: str, draft: Draft) -> Message:
+        return (await self.append_many(room_id, [draft]))[0]
+
+    async def append_many(self, room_id: str, drafts: list[Draft]) -> list[Message]:
+        def insert() -> list[Message]:
+            with _immediate(self._db):
+                return self._insert(room_id, drafts)
+
+        return await self._run(insert)
+
+    async def put_task(self, task: TaskRecord) -> None:
+        """Insert or update by id; the first `created` is kept, `updated` is now."""
+        now = time.time()
+        row = msgspec.structs.asdict(task) | {"created": task.created or now, "updated": now}
+        await self._run(self._db.execute, _UPSERT_TASK, row)
+
+    async def tasks(self, room_id: str) -> list[TaskRecord]:
+        def select() -> list[TaskRecord]:
+            rows = self._db.query("SELECT * FROM tasks WHERE room = ? ORDER BY created, rowid", [room_id])
+            return [msgspec.convert(row, TaskRecord, strict=False) for row in rows]
+
+        return await self._run(select)
+
+    async def load(self, room_id: str) -> list[Message]:
+        """Heal the room's history (S2) in one transaction, then return it in seq order."""
+        def heal_and_read() -> list[Message]:
+            with _immediate(self._db):
+                messages = self._messages(room_id)
+                # Synthesized results are appended last and may sit before a sibling's result;
+                # the second round only reorders those.
+                for _ in range(2):
+                    fix = heal.plan(messages)
+                    if fix.empty():
+                        break
+                    self._apply(room_id, fix)
+                    messages = self._messages(room_id)
+                return messages
+
+        return await self._run(heal_and_read)
+
+    # --- run in the worker thread, under the limiter ----------------------------------------
+
+    async def _run(self, fn: Callable[..., T], *args: Any) -> T:
+        return await trio.to_thread.run_sync(fn, *args, limiter=self._limiter)
+
+    def _rooms(self, where: str, ref: str | None = None) -> list[RoomRecord]:
+        rows = self._db.query(_ROOMS.format(where=where), {"ref": ref})
+        return [msgspec.convert(r | {"meta": _OBJECT.decode(r["meta"])}, RoomRecord) for r in rows]
+
+    def _set_room(self, room_id: str, column: str, value: str) -> None:
+        if not self._db.execute(f"UPDATE rooms SET {column} = ? WHERE id = ?", [value, room_id]).rowcount:
+            raise KeyError(f"no room {room_id!r}")
+
+    def _insert(self, room_id: str, drafts: list[Draft]) -> list[Message]:
+        found = self._db.execute("SELECT last_seq, last_ts FROM rooms WHERE id = ?", [room_id]).fetchone()
+        if found is None:
+            raise KeyError(f"no room {room_id!r}")
+        seq, ts = found
+        messages = []
+        for draft in drafts:
+            now = time.time()
+            seq, ts = seq + 1, now if now > ts else ts + 1e-6
+            m = Message(id=uuid4().hex, room=room_id, seq=seq, ts=ts, **msgspec.structs.asdict(draft))
+            self._db.execute(_INSERT_MESSAGE, msgspec.structs.asdict(m) | {
+                "blocks": _json(m.blocks), "visible_to": _json(m.visible_to), "replaces": _json(m.replaces)})
+            messages.append(m)
+        # Kept in the room row, so a seq freed by healing is never handed out again.
+        self._db.execute("UPDATE rooms SET last_seq = ?, last_ts = ? WHERE id = ?", [seq, ts, room_id])
+        return messages
+
+    def _messages(self, room_id: str) -> list[Message]:
+        rows = self._db.query("SELECT * FROM messages WHERE room = ? ORDER BY seq", [room_id])
+        return [Message(**r | {"blocks": BLOCK_DECODER.decode(r["blocks"]),
+                               "visible_to": _STRINGS.decode(r["visible_to"]),
+                               "replaces": _STRINGS.decode(r["replaces"])}) for r in rows]
+
+    def _apply(self, room_id: str, fix: heal.HealPlan) -> None:
+        for message_id in fix.delete:
+            self._db.execute("DELETE FROM messages WHERE id = ?", [message_id])
+        # Through negative seqs, so that no intermediate state breaks UNIQUE (room, seq).
+        for message_id, seq in fix.reseq:
+            self._db.execute("UPDATE messages SET seq = ? WHERE id = ?", [-seq, message_id])
+        self._db.execute("UPDATE messages SET seq = -seq WHERE room = ? AND seq < 0", [room_id])
+        self._insert(room_id, [draft for _, draft in fix.add])
+
+
+@contextlib.contextmanager
+def _immediate(db: sqlite_utils.Database) -> Iterator[None]:
+    # IMMEDIATE takes the write lock before our first read, so another process cannot commit
+    # between that read and our write (a deferred BEGIN fails there with "database is locked").
+    db.execute("BEGIN IMMEDIATE")
+    try:
+        yield
+        db.commit()
+    except BaseException:
+        db.rollback()
+        raise
+
+
+def _json(value: Any) -> str:
+    return ENCODER.encode(value).decode()
+
+
+def _connect(path: str) -> sqlite_utils.Database:
+    db = sqlite_utils.Database(sqlite3.connect(path, check_same_thread=False))
+    try:
+        db.enable_wal()
+        db.execute("PRAGMA synchronous=NORMAL")  # per connection; FULL by default
+        with _immediate(db):
+            db["rooms"].create({"id": str, "name": str, "floor": str, "created": float, "meta": str,
+                                "last_seq": int, "last_ts": float}, pk="id", if_not_exists=True)
+            db["messages"].create({"id": str, "room": str, "seq": int, "ts": float, "author": str,
+                                   "kind": str, "visible_to": str, "provider": str, "model": str,
+                                   "blocks": str, "replaces": str}, pk="id", if_not_exists=True)
+            db["messages"].create_index(["room", "seq"], unique=True, if_not_exists=True)
+            db["tasks"].create({"id": str, "room": str, "agent": str, "kind": str, "status": str,
+                                "task": str, "result": str, "background": bool, "read": bool,
+                                "created": float, "updated": float}, pk="id", if_not_exists=True)
+    except BaseException:
+        db.close()
+        raise
+    return db

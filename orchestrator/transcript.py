@@ -1,0 +1,105 @@
+"""The readable transcript: how `run` and `show` print a room's events for a person.
+
+Text streams live for one agent at a time (parallel agents print whole messages when they land);
+the handback marker is held back while streaming so it is never shown.
+"""
+from __future__ import annotations
+
+import sys
+from typing import TextIO
+
+from orchestrator.core.events import (
+    Cancelled, Check, Compaction, Done, ErrorEvent, Event, MessageEvent, Retry, State, TaskEvent, TextDeltaEvent,
+)
+from orchestrator.room.handback import StreamFilter
+
+_COLORS = {"user": "1;32", "commander": "1;35", "room": "2", "worker": "2;36"}
+_PALETTE = ["1;34", "1;33", "1;36", "1;31", "1;94", "1;93"]
+
+
+def _short(value: object, n: int = 60) -> str:
+    text = str(value).replace("\n", " ")
+    return text if len(text) <= n else text[:n - 1] + "…"
+
+
+class Printer:
+    def __init__(self, out: TextIO = sys.stdout, color: bool | None = None):
+        self.out = out
+        self.color = out.isatty() if color is None else color
+        self._streaming: str | None = None
+        self._filter = StreamFilter()
+        self._palette: dict[str, str] = {}
+
+    def _paint(self, code: str, text: str) -> str:
+        return f"\x1b[{code}m{text}\x1b[0m" if self.color else text
+
+    def _who(self, name: str) -> str:
+        code = _COLORS.get(name) or ("2;36" if name.startswith("worker") else None)
+        if code is None:
+            code = self._palette.setdefault(name, _PALETTE[len(self._palette) % len(_PALETTE)])
+        return self._paint(code, name)
+
+    def _line(self, text: str) -> None:
+        self._end_stream()
+        print(text, file=self.out, flush=True)
+
+    def _end_stream(self) -> None:
+        if self._streaming is not None:
+            tail = self._filter.flush()
+            print(tail, file=self.out, flush=True)
+            self._streaming = None
+
+    def __call__(self, ev: Event) -> None:
+        if isinstance(ev, TextDeltaEvent):
+            if self._streaming is None:
+                self._streaming = ev.agent
+                self._filter = StreamFilter()
+                print(f"{self._who(ev.agent)}: ", end="", file=self.out)
+            if self._streaming == ev.agent:
+                print(self._filter.feed(ev.text), end="", file=self.out, flush=True)
+        elif isinstance(ev, MessageEvent):
+            self._message(ev)
+        elif isinstance(ev, State):
+            self._line(self._paint("2", f"* {ev.floor} has the floor"))
+        elif isinstance(ev, TaskEvent):
+            self._line(self._paint("2", f"* task {ev.task_id} ({ev.kind}) for {ev.agent}: {ev.status}"))
+        elif isinstance(ev, Retry):
+            self._line(self._paint("2", f"  ↻ {ev.agent}: {ev.reason}, retry {ev.attempt} in {ev.delay:.2f}s"))
+        elif isinstance(ev, Compaction):
+            self._line(self._paint("2", f"  ⇣ {ev.agent}: history compacted {ev.tokens_before} → {ev.tokens_after} tokens"))
+        elif isinstance(ev, Cancelled):
+            self._line(self._paint("1;33", f"■ stopped: {ev.reason}"))
+        elif isinstance(ev, ErrorEvent):
+            who = f"{ev.agent}: " if isinstance(ev.agent, str) else ""
+            self._line(self._paint("1;31", f"! {who}{ev.message}"))
+        elif isinstance(ev, Check):
+            if ev.ok:
+                self._line(self._paint("1;32", "✓ every expectation held"))
+            else:
+                self._line(self._paint("1;31", "✗ expectations failed:"))
+                for f in ev.failures:
+                    self._line(self._paint("31", f"  - {f}"))
+        elif isinstance(ev, Done) and ev.agent == self._streaming:
+            self._end_stream()
+
+    def _message(self, ev: MessageEvent) -> None:
+        hidden = "user" not in ev.visible_to
+        dim = (lambda s: self._paint("2", s)) if hidden else (lambda s: s)
+        if ev.kind in ("text", "tool_call") and ev.author == self._streaming:
+            self._end_stream()
+        elif ev.kind in ("text", "tool_call") and ev.text:
+            self._line(dim(f"{self._who(ev.author)}: {ev.text}"))
+        if ev.kind == "tool_call" and isinstance(ev.calls, list):
+            for c in ev.calls:
+                args = ", ".join(f"{k}={_short(v, 40)}" for k, v in c.input.items())
+                self._line(self._paint("2", f"  → {ev.author} calls {c.name}({args})"))
+        elif ev.kind == "tool_result":
+            mark = self._paint("31", "error") if ev.is_error else f"{len(ev.text)} chars"
+            self._line(self._paint("2", f"  ← {ev.name}: {mark}" + (f" {_short(ev.text)}" if ev.is_error else "")))
+        elif ev.kind == "user":
+            self._line(f"{self._who('user')}: {ev.text}")
+        elif ev.kind == "task":
+            to = next((v for v in ev.visible_to if v not in ("user", ev.author)), "?")
+            self._line(dim(f"{self._who(ev.author)} → {self._who(to)}: {_short(ev.text, 200)}"))
+        elif ev.kind in ("notice", "summary"):
+            self._line(self._paint("2", f"  ({ev.author}) {ev.text}"))
