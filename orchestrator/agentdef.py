@@ -1,4 +1,4 @@
-"""Agent definition files (agents/*.md): YAML front matter for the settings, the Markdown body for the instructions.
+"""Agent definition files (agents/*.md): YAML front matter for the settings, the body for the instructions.
 
 Also the default team: every shipped definition except the commander's, under the built-in commander.
 """
@@ -40,7 +40,9 @@ def load_agent_file(path: str | Path) -> AgentDef:
                                     instructions="".join(lines[end + 1:]).strip())
     # Reserved names are the team's concern: a commander.md may well be named `commander`.
     if problem := agent_name_problem(agent.name, allow_reserved=True):
-        raise doc.error(("name",), problem) if "name" in keys else InputError(f"{name}:1: {problem} (from the file name)")
+        if "name" in keys:
+            raise doc.error(("name",), problem)
+        raise InputError(f"{name}:1: {problem} (from the file name)")
     return agent
 
 

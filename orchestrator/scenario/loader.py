@@ -1,6 +1,6 @@
 """Loading scenario and team files: YAML into the schema's Structs, then the checks that span several keys.
 
-Every problem becomes one InputError line, `file:line: what (at key.path)`; agentdef.py reuses Document for front matter.
+Every problem is one InputError line, `file:line: what (at key.path)`; agentdef.py reuses Document.
 """
 from __future__ import annotations
 
@@ -289,7 +289,8 @@ def _with_file(doc: Document, at: Parts, entry: AgentDef, base: Path) -> AgentDe
     except InputError as e:
         raise InputError(f"{e} (used by {doc.name}:{doc.line(at + ('from',))})") from None
     given = set(doc.keys(at))
-    overrides = {f.name: getattr(entry, f.name) for f in msgspec.structs.fields(AgentDef) if f.encode_name in given}
+    overrides = {f.name: getattr(entry, f.name)
+                 for f in msgspec.structs.fields(AgentDef) if f.encode_name in given}
     return msgspec.structs.replace(defined, **{**overrides, "from_": str(found)})
 
 
@@ -306,7 +307,8 @@ def _checked_team(doc: Document, at: Parts, team: Team, base: Path, default_mode
         if problem := agent_name_problem(agent.name):
             raise doc.error(name_at, problem)
         if agent.name in first:
-            raise doc.error(name_at, f"duplicate agent name `{agent.name}` (also on line {doc.line(first[agent.name])})")
+            raise doc.error(name_at, f"duplicate agent name `{agent.name}` "
+                                     f"(also on line {doc.line(first[agent.name])})")
         first[agent.name] = name_at
         agents.append(msgspec.structs.replace(agent, model=agent.model or default_model))
     return msgspec.structs.replace(team, commander=commander, agents=agents)
@@ -348,7 +350,8 @@ def _check_models(doc: Document, models: dict[str, list[ScriptItem]], agents: li
     queues = ["commander", "worker", *agents]
     for name, items in models.items():
         if name not in queues:
-            raise doc.error(("models", name), f"unknown member `{name}`: expected {_alternatives(queues)}", key=True)
+            raise doc.error(("models", name), f"unknown member `{name}`: expected {_alternatives(queues)}",
+                            key=True)
         for j, item in enumerate(items):
             _check_item(doc, ("models", name, j), item)
 
@@ -403,8 +406,9 @@ def load_scenario(path: str | Path) -> Scenario:
 
 
 def load_team(path: str | Path) -> Team:
-    """Read and check a team file: a scenario's `team:` block on its own. A missing model stays "" (room default)."""
+    """Read and check a team file, a scenario's `team:` block on its own (a missing model stays "")."""
     doc = Document.read(path)
     if doc.node is None:
-        raise doc.error((), "the file is empty: a team file holds `agents:` (and optionally `commander:`, `limits:`)")
+        raise doc.error((), "the file is empty: a team file holds `agents:` "
+                            "(and optionally `commander:`, `limits:`)")
     return _checked_team(doc, (), doc.decode(Team), Path(path).parent, default_model="")
