@@ -20,5 +20,5 @@ def _env() -> jinja2.Environment:
     )
 
 
-def render(name: str, **values: object) -> str:
-    return _env().get_template(name).render(**values).strip()
+def render(template: str, **values: object) -> str:
+    return _env().get_template(template).render(**values).strip()

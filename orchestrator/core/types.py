@@ -92,6 +92,10 @@ class Draft(Struct, kw_only=True, frozen=True):
     model: str = ""
     replaces: list[str] = field(default_factory=list)
 
+    @property
+    def text(self) -> str:
+        return block_text(self.blocks)
+
 
 def block_text(blocks: list[Block]) -> str:
     return "".join(b.text for b in blocks if isinstance(b, TextBlock))

@@ -132,12 +132,7 @@ class Document:
         """The plain YAML value at `parts`, None where the path does not exist."""
         value = self.data
         for part in parts:
-            if isinstance(value, dict):
-                value = value.get(part)
-            elif isinstance(value, list) and isinstance(part, int) and part < len(value):
-                value = value[part]
-            else:
-                return None
+            value = _get(value, part)
         return value
 
     def keys(self, parts: Parts) -> list[str]:
