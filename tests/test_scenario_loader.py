@@ -19,43 +19,45 @@ name: tutor-handoff                # required, unique within a folder
 description: The commander hands the floor to a tutor until it hands back.
 
 team:
-  commander:
-    model: scripted
-    instructions: ""
-    tools: [read_file]
-  agents:
-    - name: tutor
-      description: Patient maths tutor
+  commander:                       # optional block; the built-in commander is used if absent
+    model: scripted                # any model string; default scripted
+    instructions: ""               # appended to the commander's prompt
+    tools: [read_file]             # built-in tools on top of dispatch_to, run_worker, hand_off_to
+  agents:                          # the workers
+    - name: tutor                  # [a-z][a-z0-9_-]{0,31}; unique; not commander/user/all/worker
+      from: agents/tutor.md        # optional: an agent definition file (relative to the scenario
+                                   #   file, else to the project's agents/ folder); fields below override it
+      description: Patient maths tutor    # one line in the commander's roster
       instructions: You tutor step by step.
       model: scripted
-      tools: [read_file, grep_files]
-      interactive: true
-      context_window: 200000
-      request_budget: 150000
+      tools: [read_file, grep_files]      # built-in tool names; default none
+      interactive: true            # may hold the floor (a hand_off_to target); default false
+      context_window: 200000       # optional, tokens; overrides the model catalog (also on commander)
+      request_budget: 150000       # optional, tokens per request (E7; also on commander); default: the window less the output reserve
 
-workspace: ./work
-files:
+workspace: ./work                  # optional; relative to the scenario file; default a fresh temp dir
+files:                             # optional; written into the workspace before the run
   notes/plan.md: |
     step one
 
-models:
-  commander:
+models:                            # scripted responses, one queue per agent, consumed in order;
+  commander:                       #   "worker" is the queue for anonymous run_worker sub-agents
     - call: {hand_off_to: {agent: tutor, note: wants help with fractions}}
     - say: Welcome back. Anything else?
   tutor:
     - say: "Let's start: what is 1/2 + 1/4?"
-      sees: fractions
+      sees: fractions              # optional check: this text must be in the request the model got
     - say: "Right, 3/4! <handback />"
-      not_sees: secret
+      not_sees: secret             # optional check: this text must NOT be in that request
 
-turns:
+turns:                             # the user's side, in order
   - user: I need help with fractions
   - user: 3/4?
   - user: "@commander thanks"
 
 expect:
   floor: commander
-  transcript:
+  transcript:                      # must appear in this order (other messages may come between)
     - {from: tutor, contains: "1/2 + 1/4"}
     - {from: commander, contains: Welcome back}
 """
@@ -76,6 +78,7 @@ def test_contract_example_loads(tmp_path):
     assert s.team.commander.name == "commander" and s.team.commander.tools == ["read_file"]
     (tutor,) = s.team.agents
     assert (tutor.name, tutor.interactive) == ("tutor", True)
+    assert (tutor.instructions, tutor.from_) == ("You tutor step by step.", str(data_dir("agents") / "tutor.md"))
     assert (tutor.context_window, tutor.request_budget) == (200000, 150000)
     assert s.files == {"notes/plan.md": "step one\n"}
     assert s.models["commander"][0].tool_calls() == [

@@ -109,8 +109,9 @@ async def run_turn(agent: Agent, partition: Partition, commit: Commit,
             return
         verdicts = [guard.see(c.name, c.input) for c in calls]
         ended: list[str] = []
-        async for ev in _run_calls(agent, calls, verdicts, commit, ended):
-            yield ev
+        async with aclosing(_run_calls(agent, calls, verdicts, commit, ended)) as round_events:
+            async for ev in round_events:
+                yield ev
         if "nudge" in verdicts:
             await commit(_draft(agent, "notice", [TextBlock(render("loop_nudge.md.j2", count=guard.count))]))
         if "stop" in verdicts:

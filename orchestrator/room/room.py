@@ -274,8 +274,9 @@ class Room:
         """Run fn in the room's nursery under its own cancel scope, counted for idle and stop."""
         scope = trio.CancelScope()
         self._scopes.add(scope)
+        if self._running == 0:
+            self._idle = trio.Event()
         self._running += 1
-        self._idle = trio.Event()
         if args and isinstance(args[0], Member):
             args[0].active += 1
         self._nursery.start_soon(self._guarded, scope, fn, args)
