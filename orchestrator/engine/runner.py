@@ -135,7 +135,7 @@ async def _run_calls(agent: Agent, calls: list[ToolCallBlock], verdicts: list[st
             for call in batch:
                 yield ToolStart(ts=time.time(), agent=agent.name, call_id=call.id, name=call.name, input=call.input)
             runnable = [c for c, i in zip(batch, group) if verdicts[i] != "stop"]
-            siblings = tuple(c.name for c in calls)
+            siblings = tuple(calls)
             done = {r.call_id: (r, end) for r, end in
                     await execute_group(runnable, agent.tools, agent.name, agent.workspace, siblings)}
             for call in batch:

@@ -52,7 +52,7 @@ async def execute(call: ToolCallBlock, registry: Registry, ctx: ToolContext) -> 
 
 
 async def execute_group(calls: list[ToolCallBlock], registry: Registry, agent: str, workspace: Path,
-                        siblings: tuple[str, ...]) -> list[tuple[ToolResultBlock, str | None]]:
+                        siblings: tuple[ToolCallBlock, ...]) -> list[tuple[ToolResultBlock, str | None]]:
     def ctx(call: ToolCallBlock) -> ToolContext:
         return ToolContext(agent=agent, call_id=call.id, workspace=workspace, siblings=siblings)
 

@@ -61,7 +61,7 @@ async def _work(room: Room, member: Member, task_id: str, mode: str) -> str:
 def commander_tools(room: Room) -> list[Tool]:
     async def dispatch_to(args: DispatchArgs, ctx: ToolContext) -> str:
         member = _member(room, args.agent)
-        background = args.background or "hand_off_to" in ctx.siblings
+        background = args.background or any(c.name == "hand_off_to" for c in ctx.siblings)
         await _assign(room, member, args.task, visible_to=[member.name, USER])
         rec = await room.ledger.open(member.name, "dispatch", args.task, background=background)
         if not background:
@@ -85,7 +85,8 @@ def commander_tools(room: Room) -> list[Tool]:
             await _assign(room, member, args.task, visible_to=[member.name, USER])
             mode = "foreground"
         else:
-            member = room.anonymous_member()
+            anonymous = [c.id for c in ctx.siblings if c.name == "run_worker" and not c.input.get("agent")]
+            member = room.anonymous_member(ctx.call_id, anonymous)
             await _assign(room, member, args.task, visible_to=[member.name])
             mode = "hidden"
         rec = await room.ledger.open(member.name, "worker", args.task)

@@ -94,6 +94,7 @@ class Room:
         self._idle = trio.Event()
         self._idle.set()
         self._anonymous = 0
+        self._numbers: dict[str, int] = {}  # reserved anonymous numbers by run_worker call id
         self._halting: str | None = None
         self.meter = _Meter(self)
         self._workers = trio.CapacityLimiter(team.limits.max_workers or 1_000_000)
@@ -309,9 +310,15 @@ class Room:
             finally:
                 member.active += 1
 
-    def anonymous_member(self) -> Member:
-        self._anonymous += 1
-        name = "worker" if self._anonymous == 1 else f"worker-{self._anonymous}"
+    def anonymous_member(self, call_id: str, batch: list[str]) -> Member:
+        """A fresh hidden worker. Numbers are given per response in declared order (`batch` holds
+        the call ids of its anonymous run_worker calls), not in whatever order the tasks start."""
+        if call_id not in self._numbers:
+            for cid in batch or [call_id]:
+                self._anonymous += 1
+                self._numbers[cid] = self._anonymous
+        n = self._numbers.pop(call_id)
+        name = "worker" if n == 1 else f"worker-{n}"
         cmd = self.members[COMMANDER].spec
         spec = AgentDef(name=name, description="an anonymous helper of the commander",
                         model=cmd.model, tools=list(cmd.tools))

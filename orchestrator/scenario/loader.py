@@ -367,10 +367,11 @@ def _check_expect(doc: Document, expect: Expect, agents: list[str]) -> None:
     authors = ["commander", "user", "worker", *agents]
     runners = ["commander", "worker", *agents]  # members with a model, a context and tools
     refs: list[tuple[Parts, str | None, list[str]]] = [(("floor",), expect.floor, ["commander", *agents])]
+    writers = [*authors, "room"]  # the room itself authors notices (an unknown @name, a limit hit)
     for i, t in enumerate(expect.transcript):
-        refs += [(("transcript", i, "from"), t.from_, authors), (("transcript", i, "to"), t.to, authors),
+        refs += [(("transcript", i, "from"), t.from_, writers), (("transcript", i, "to"), t.to, authors),
                  (("transcript", i, "hidden_from"), t.hidden_from, authors)]
-    refs += [(("absent", i, "from"), a.from_, authors) for i, a in enumerate(expect.absent)]
+    refs += [(("absent", i, "from"), a.from_, writers) for i, a in enumerate(expect.absent)]
     for key, items in (("not_in_context", expect.not_in_context), ("tool_calls", expect.tool_calls),
                        ("ledger", expect.ledger), ("tool_errors", expect.tool_errors)):
         refs += [((key, i, "agent"), item.agent, runners) for i, item in enumerate(items)]

@@ -15,7 +15,7 @@ PositiveInt = Annotated[int, Meta(gt=0)]
 Count = Annotated[int, Meta(ge=0)]
 
 AGENT_NAME = re.compile(r"[a-z][a-z0-9_-]{0,31}")
-RESERVED_NAMES = frozenset({"commander", "user", "all", "worker"})
+RESERVED_NAMES = frozenset({"commander", "user", "all", "worker", "room"})  # "room" authors notices
 # Anonymous run_worker sub-agents are authored worker, worker-2, ...: an agent with such a name
 # would be indistinguishable from them (and would be served the `worker` script queue).
 WORKER_NAME = re.compile(r"worker(-\d+)?")

@@ -12,7 +12,7 @@ from typing import Any, Awaitable, Callable
 
 import msgspec
 
-from orchestrator.core.types import ImageBlock, ToolSpec
+from orchestrator.core.types import ImageBlock, ToolCallBlock, ToolSpec
 
 
 class ToolError(Exception):
@@ -32,7 +32,7 @@ class ToolContext:
     agent: str
     call_id: str
     workspace: Path
-    siblings: tuple[str, ...] = ()  # tool names of every call in the same response
+    siblings: tuple[ToolCallBlock, ...] = ()  # every call of the same response, in declared order
 
 
 Runner = Callable[[Any, ToolContext], Awaitable["str | ToolOutput"]]
