@@ -26,8 +26,9 @@ class Printer:
     def __init__(self, out: TextIO = sys.stdout, color: bool | None = None):
         self.out = out
         self.color = out.isatty() if color is None else color
-        self._streaming: str | None = None
+        self._streaming: str | None = None  # the one agent whose text streams live
         self._filter = StreamFilter()
+        self._shown: dict[str, str] = {}  # text of a message in progress already on screen, per agent
         self._palette: dict[str, str] = {}
 
     def _paint(self, code: str, text: str) -> str:
@@ -51,12 +52,15 @@ class Printer:
 
     def __call__(self, ev: Event) -> None:
         if isinstance(ev, TextDeltaEvent):
-            if self._streaming is None:
+            if self._streaming is None and (ev.agent in self._shown or not self._shown):
                 self._streaming = ev.agent
                 self._filter = StreamFilter()
-                print(f"{self._who(ev.agent)}: ", end="", file=self.out)
+                lead = "…" if self._shown.get(ev.agent) else ""
+                print(f"{self._who(ev.agent)}: {lead}", end="", file=self.out)
             if self._streaming == ev.agent:
-                print(self._filter.feed(ev.text), end="", file=self.out, flush=True)
+                shown = self._filter.feed(ev.text)
+                self._shown[ev.agent] = self._shown.get(ev.agent, "") + shown
+                print(shown, end="", file=self.out, flush=True)
         elif isinstance(ev, MessageEvent):
             self._message(ev)
         elif isinstance(ev, State):
@@ -85,10 +89,13 @@ class Printer:
     def _message(self, ev: MessageEvent) -> None:
         hidden = "user" not in ev.visible_to
         dim = (lambda s: self._paint("2", s)) if hidden else (lambda s: s)
-        if ev.kind in ("text", "tool_call") and ev.author == self._streaming:
-            self._end_stream()
-        elif ev.kind in ("text", "tool_call") and ev.text:
-            self._line(dim(f"{self._who(ev.author)}: {ev.text}"))
+        if ev.kind in ("text", "tool_call"):
+            shown = self._shown.pop(ev.author, "")
+            if ev.author == self._streaming:
+                self._end_stream()
+            elif ev.text and ev.text.startswith(shown) and ev.text != shown:
+                rest = ev.text[len(shown):]
+                self._line(dim(f"{self._who(ev.author)}: {'…' if shown else ''}{rest}"))
         if ev.kind == "tool_call" and isinstance(ev.calls, list):
             for c in ev.calls:
                 args = ", ".join(f"{k}={_short(v, 40)}" for k, v in c.input.items())
