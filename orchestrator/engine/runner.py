@@ -71,6 +71,7 @@ async def run_turn(agent: Agent, partition: Partition, commit: Commit,
     while True:
         if meter:
             meter.on_call(agent.name)
+        await trio.lowlevel.checkpoint_if_cancelled()  # a stop (or a limit just hit) sends nothing more
         request = Request(agent=agent.name, model=agent.model, system=agent.system, messages=list(partition.view),
                           tools=agent.tools.specs(), max_output_tokens=agent.max_output_tokens,
                           cache_key=agent.cache_key)

@@ -90,9 +90,8 @@ class Room:
         self._subscribers: list[Callable[[Event], None]] = []
         self._lock = trio.Lock()
         self._scopes: set[trio.CancelScope] = set()
-        self._running = 0
-        self._idle = trio.Event()
-        self._idle.set()
+        self._running = 0  # room tasks alive: turns, background work, a limit's stop
+        self._settling = trio.lowlevel.ParkingLot()  # woken whenever a room task ends
         self._anonymous = 0
         self._numbers: dict[str, int] = {}  # reserved anonymous numbers by run_worker call id
         self._halting: str | None = None
@@ -230,8 +229,15 @@ class Room:
 
     async def idle(self) -> None:
         """Wait until no agent is running, background tasks included."""
-        while self._running:
-            await self._idle.wait()
+        await self._settled(0)
+
+    async def _settled(self, others: int) -> None:
+        while self._running > others:
+            await self._settling.park()
+
+    def _task_ended(self) -> None:
+        self._running -= 1
+        self._settling.unpark_all()
 
     @property
     def busy(self) -> bool:
@@ -241,6 +247,9 @@ class Room:
         """Group cancellation (G9), the only stop path: every agent, worker and tool in the room."""
         self._cancel_all()
         await self.idle()
+        await self._stopped(reason)
+
+    async def _stopped(self, reason: str) -> None:
         for t in self.ledger.running():
             await self.ledger.close(t.id, "cancelled", reason)
         self._publish(Cancelled(ts=time.time(), room=self.id, reason=reason))
@@ -251,13 +260,17 @@ class Room:
             return
         self._halting = reason
         self._cancel_all()
-        self._nursery.start_soon(self._finish_halt)
+        self._running += 1  # counted, so idle() waits for the report too; not scoped, so it survives the stop
+        self._nursery.start_soon(self._finish_halt, reason)
 
-    async def _finish_halt(self) -> None:
-        reason = self._halting or ""
-        await self.stop(reason)
-        await self.notice(reason, [USER, COMMANDER])
-        self._halting = None
+    async def _finish_halt(self, reason: str) -> None:
+        try:
+            await self._settled(1)
+            await self._stopped(reason)
+            await self.notice(reason, [USER, COMMANDER])
+        finally:
+            self._halting = None
+            self._task_ended()
 
     def _cancel_all(self) -> None:
         for scope in list(self._scopes):
@@ -275,8 +288,6 @@ class Room:
         """Run fn in the room's nursery under its own cancel scope, counted for idle and stop."""
         scope = trio.CancelScope()
         self._scopes.add(scope)
-        if self._running == 0:
-            self._idle = trio.Event()
         self._running += 1
         if args and isinstance(args[0], Member):
             args[0].active += 1
@@ -295,9 +306,7 @@ class Room:
             if args and isinstance(args[0], Member):
                 args[0].active -= 1
             self._scopes.discard(scope)
-            self._running -= 1
-            if self._running == 0:
-                self._idle.set()
+            self._task_ended()
 
     async def _respond(self, member: Member) -> None:
         """A conversational turn: the commander, the floor owner or a mentioned member answers."""
