@@ -28,7 +28,8 @@ class StreamFilter:
     def feed(self, delta: str) -> str:
         text = self._held + delta
         cut = text.rfind("<")
-        if cut != -1 and MARKER.startswith(text[cut:].rstrip()) and _could_end(text[cut:]):
+        tail = text[cut:]
+        if cut != -1 and (MARKER.startswith(tail) or tail.rstrip() == MARKER):
             self._held = text[cut:]
             return text[:cut]
         self._held = ""
@@ -38,7 +39,3 @@ class StreamFilter:
         """At the end of the message: a complete marker is dropped, anything else released."""
         held, self._held = self._held, ""
         return "" if held.strip() == MARKER else held
-
-
-def _could_end(tail: str) -> bool:
-    return tail.rstrip() == tail or tail.strip() == MARKER
