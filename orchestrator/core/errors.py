@@ -66,10 +66,17 @@ class ContextOverflowError(ProviderError):
     kind = "context_overflow"
 
 
+class ProtocolError(ProviderError):
+    """The server broke the wire format (malformed SSE or JSON): a glitch worth another try."""
+
+    kind, retryable = "protocol", True
+
+
 ERROR_KINDS: dict[str, type[ProviderError]] = {
     cls.kind: cls
     for cls in (RateLimitError, OverloadedError, ServerError, TimeoutError, ConnectionError,
-                AuthError, QuotaError, InvalidRequestError, ContentPolicyError, ContextOverflowError)
+                AuthError, QuotaError, InvalidRequestError, ContentPolicyError, ContextOverflowError,
+                ProtocolError)
 }
 
 TOO_LONG = ("This conversation is too long for the model to read at once. Start a new chat for "

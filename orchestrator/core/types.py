@@ -116,6 +116,7 @@ class TextDelta(Struct, tag="text", frozen=True):
 class ThinkingDelta(Struct, tag="thinking", frozen=True):
     text: str
     signature: str = ""
+    redacted: bool = False  # `text` is opaque data that arrived whole; stored as its own redacted block
 
 
 class ToolCallDone(Struct, tag="tool_call", frozen=True):

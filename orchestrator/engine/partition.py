@@ -52,39 +52,75 @@ def tokens_of(m: ModelMessage) -> int:
 
 
 class Partition:
+    """The messages one agent may see, and their model view in request order.
+
+    `view`, `sizes` and `ids` run in parallel, so fitting and compaction never re-estimate.
+    A summary (compaction) replaces the messages it names, here and after every reload.
+    """
+
     def __init__(self, viewer: str):
         self.viewer = viewer
         self.messages: list[Message] = []
         self.view: list[ModelMessage] = []
+        self.sizes: list[int] = []
+        self.ids: list[str] = []
         self.tokens = 0
         self.unread = 0  # messages from others since the agent's last model request
         self._open: dict[str, list[int]] = {}  # call id -> [insert position]; shared per round
+        self._summary_of: dict[str, Message] = {}  # replaced message id -> the summary standing for it
 
     def append(self, msg: Message) -> None:
         self.messages.append(msg)
+        if msg.replaces:
+            for rid in msg.replaces:
+                self._summary_of[rid] = msg
+            self._rebuild()
+            return
+        self._place(msg)
+
+    def _place(self, msg: Message) -> None:
         model = to_model(msg, self.viewer)
         if model is None:
             return
-        self.tokens += tokens_of(model)
+        size = tokens_of(model)
+        self.tokens += size
         if msg.author != self.viewer:
             self.unread += 1
+        result = msg.result if msg.author == self.viewer and msg.kind == "tool_result" else None
+        slot = self._open.pop(result.call_id, None) if result else None
+        at = len(self.view) if slot is None else slot[0]
+        self.view.insert(at, model)
+        self.sizes.insert(at, size)
+        self.ids.insert(at, msg.id)
+        if at < len(self.view) - 1:
+            for other in {id(s): s for s in self._open.values()}.values():
+                if other is not slot and other[0] >= at:
+                    other[0] += 1
+        if slot is not None:
+            slot[0] += 1
         if msg.author == self.viewer and msg.kind == "tool_call":
-            self.view.append(model)
-            slot = [len(self.view)]
+            slot = [at + 1]
             for call in msg.calls:
                 self._open[call.id] = slot
-            return
-        result = msg.result if msg.author == self.viewer else None
-        slot = self._open.pop(result.call_id, None) if result else None
-        if slot is None:
-            self.view.append(model)
-            return
-        at = slot[0]
-        self.view.insert(at, model)
-        for other in {id(s): s for s in self._open.values()}.values():
-            if other is not slot and other[0] >= at:
-                other[0] += 1
-        slot[0] += 1
+
+    def _rebuild(self) -> None:
+        """Replay with each summary standing where the first message it replaces stood."""
+        unread, placed = self.unread, set()
+        self.view, self.sizes, self.ids, self.tokens, self._open = [], [], [], 0, {}
+        for m in self.messages:
+            if m.replaces and m.id in placed:
+                continue
+            if m.id in self._summary_of:
+                top = self._summary_of[m.id]
+                while top.id in self._summary_of:  # a summary that a later summary replaced
+                    top = self._summary_of[top.id]
+                if top.id not in placed:
+                    placed.add(top.id)
+                    self._place(top)
+                continue
+            placed.add(m.id)
+            self._place(m)
+        self.unread = unread
 
     def open_calls(self) -> set[str]:
         return set(self._open)

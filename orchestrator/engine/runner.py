@@ -13,13 +13,16 @@ from typing import AsyncIterator, Awaitable, Callable, Protocol
 
 import trio
 
-from orchestrator.core.errors import ProviderError
-from orchestrator.core.events import Done, Event, Retry, TextDeltaEvent, ToolEnd, ToolStart
+from orchestrator.core.errors import ContextOverflowError, ProviderError
+from orchestrator.core.events import Compaction, Done, Event, Retry, TextDeltaEvent, ToolEnd, ToolStart
 from orchestrator.core.prompts import render
 from orchestrator.core.types import (
     Block, Draft, Message, MessageKind, Request, TextBlock, TextDelta, ToolCallBlock, ToolResultBlock,
     Usage, block_text,
 )
+from orchestrator.core.tokens import estimate
+from orchestrator.engine.budget import fit
+from orchestrator.engine.compaction import compact
 from orchestrator.engine.loopguard import LoopGuard
 from orchestrator.engine.partition import Partition
 from orchestrator.engine.retry import RetryPolicy
@@ -53,6 +56,13 @@ class Agent:
     max_output_tokens: int | None = None
     retry: RetryPolicy = field(default_factory=RetryPolicy)
     cache_key: str = ""
+    window: int = 200_000  # the model's real context window, in tokens
+    budget: int | None = None  # tokens per request (E7); default: the window less an output reserve
+    compact_at: float = 0.8  # share of the window that triggers compaction (E5)
+
+    @property
+    def request_budget(self) -> int:
+        return self.budget or self.window - min(16_000, self.window // 5)
 
 
 def _draft(agent: Agent, kind: MessageKind, blocks: list[Block], provider: str = "", model: str = "") -> Draft:
@@ -68,17 +78,19 @@ async def run_turn(agent: Agent, partition: Partition, commit: Commit,
     """
     guard = LoopGuard()
     usage = Usage()
+    specs = agent.tools.specs()
+    fixed = estimate(agent.system) + sum(estimate(str(s.input_schema)) + estimate(s.description) for s in specs)
     while True:
         if meter:
             meter.on_call(agent.name)
         await trio.lowlevel.checkpoint_if_cancelled()  # a stop (or a limit just hit) sends nothing more
-        request = Request(agent=agent.name, model=agent.model, system=agent.system, messages=list(partition.view),
-                          tools=agent.tools.specs(), max_output_tokens=agent.max_output_tokens,
-                          cache_key=agent.cache_key)
-        partition.mark_read()
-        attempt = 0
+        attempt, compacted = 0, False
         while True:
             attempt += 1
+            request = Request(agent=agent.name, model=agent.model, system=agent.system,
+                              messages=list(fit(partition.view, partition.sizes, agent.request_budget - fixed)),
+                              tools=specs, max_output_tokens=agent.max_output_tokens, cache_key=agent.cache_key)
+            partition.mark_read()
             asm = Assembler()
             try:
                 async for ev in agent.provider.stream(request):
@@ -86,6 +98,13 @@ async def run_turn(agent: Agent, partition: Partition, commit: Commit,
                     if isinstance(ev, TextDelta):
                         yield TextDeltaEvent(ts=time.time(), agent=agent.name, text=ev.text)
                 break
+            except ContextOverflowError:
+                # E10: compact and retry once; if that cannot help, the overflow goes up (E9)
+                if compacted or (done := await compact(agent, partition, commit, window=agent.window,
+                                                       fixed=fixed)) is None:
+                    raise
+                compacted = True
+                yield Compaction(ts=time.time(), agent=agent.name, tokens_before=done[0], tokens_after=done[1])
             except ProviderError as exc:
                 delay = agent.retry.delay(attempt, exc)
                 if delay is None:
@@ -115,6 +134,9 @@ async def run_turn(agent: Agent, partition: Partition, commit: Commit,
                 yield ev
         if "nudge" in verdicts:
             await commit(_draft(agent, "notice", [TextBlock(render("loop_nudge.md.j2", count=guard.count))]))
+        if partition.tokens + fixed >= agent.compact_at * agent.window:  # E5, after each tool round
+            if done := await compact(agent, partition, commit, window=agent.window, fixed=fixed):
+                yield Compaction(ts=time.time(), agent=agent.name, tokens_before=done[0], tokens_after=done[1])
         if "stop" in verdicts:
             yield Done(ts=time.time(), agent=agent.name, stop_reason="loop_detected",
                        result=render("loop_stop.md.j2"), input_tokens=usage.input,

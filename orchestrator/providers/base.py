@@ -9,7 +9,7 @@ from typing import AsyncIterator, Protocol
 from msgspec import Struct, field
 
 from orchestrator.core.types import (
-    Block, Request, StreamEnd, StreamEvent, TextBlock, TextDelta, ThinkingBlock, ThinkingDelta,
+    Block, ModelMessage, Request, StreamEnd, StreamEvent, TextBlock, TextDelta, ThinkingBlock, ThinkingDelta,
     ToolCallBlock, ToolCallDone, Usage,
 )
 
@@ -45,8 +45,13 @@ class Assembler:
         if isinstance(ev, TextDelta):
             self._flush_thinking()
             self._text.append(ev.text)
+        elif isinstance(ev, ThinkingDelta) and ev.redacted:
+            self._flush()
+            self.response.blocks.append(ThinkingBlock(ev.text, ev.signature, redacted=True))
         elif isinstance(ev, ThinkingDelta):
             self._flush_text()
+            if self._signature:  # a signature closes its block: the next thinking is a block of its own
+                self._flush_thinking()
             self._thinking.append(ev.text)
             self._signature = ev.signature or self._signature
         elif isinstance(ev, ToolCallDone):
@@ -78,3 +83,25 @@ async def complete(provider: Provider, request: Request) -> Response:
     async for ev in provider.stream(request):
         asm.feed(ev)
     return asm.response
+
+
+def thinking_for(messages: list[ModelMessage], provider: str, model: str) -> list[ModelMessage]:
+    """P3: thinking goes back verbatim (signature included) only to the model that wrote it.
+
+    For any other model it becomes plain text, and redacted thinking (opaque to everyone else) is dropped.
+    """
+    out = []
+    for m in messages:
+        if m.role != "assistant" or (m.provider == provider and m.model == model) or \
+                not any(isinstance(b, ThinkingBlock) for b in m.blocks):
+            out.append(m)
+            continue
+        blocks: list[Block] = []
+        for b in m.blocks:
+            if isinstance(b, ThinkingBlock):
+                if not b.redacted and b.thinking:
+                    blocks.append(TextBlock(f"(earlier reasoning) {b.thinking}"))
+            else:
+                blocks.append(b)
+        out.append(ModelMessage(m.role, blocks, m.provider, m.model))
+    return out

@@ -39,6 +39,7 @@ COMMANDER, USER, ROOM = "commander", "user", "room"
 _MENTION = re.compile(r"@([a-z][a-z0-9_-]{0,31})\b")
 _ANONYMOUS = re.compile(r"worker(?:-(\d+))?")
 
+DEFAULT_WINDOW = 200_000
 Resolve = Callable[[str], tuple[Provider, str]]  # model string -> (provider, model id)
 
 
@@ -421,7 +422,8 @@ class Room:
             system = render("worker.md.j2", name=spec.name, description=spec.description,
                             instructions=spec.instructions, tools=tools.names(), interactive=spec.interactive)
         return Agent(name=member.name, provider=provider, model=model, system=system, tools=tools,
-                     workspace=self.workspace, retry=self._retry, cache_key=self.id)
+                     workspace=self.workspace, retry=self._retry, cache_key=self.id,
+                     window=spec.context_window or DEFAULT_WINDOW, budget=spec.request_budget)
 
     def roster(self) -> list[AgentDef]:
         return [m.spec for n, m in self.members.items() if n != COMMANDER and not m.anonymous]

@@ -1,0 +1,71 @@
+"""Compaction (E5): summarize the older part of a partition once it reaches 80% of the window.
+
+The tail is kept from a clean boundary (never a tool result whose call was summarized); the
+summary is one stored message that names what it replaces, so the swap is one transaction.
+"""
+from __future__ import annotations
+
+import structlog
+
+from orchestrator.core.prompts import render
+from orchestrator.core.types import Draft, Request, TextBlock, ToolCallBlock, ToolResultBlock
+from orchestrator.engine.budget import fit
+from orchestrator.providers.base import complete
+
+log = structlog.get_logger(__name__)
+
+SUMMARY_OUTPUT = 2048  # an auxiliary call: small cap (E16)
+KEEP = 0.25  # share of the window the kept tail may take
+
+
+def cut_point(partition, keep: int) -> int | None:
+    """The view index where the kept tail starts: the earliest clean boundary whose tail fits `keep`."""
+    view, sizes = partition.view, partition.sizes
+    open_calls: set[str] = set()
+    clean = []
+    for i, m in enumerate(view):
+        if i > 0 and not open_calls and not (m.role == "user" and m.blocks and isinstance(m.blocks[0], ToolResultBlock)):
+            clean.append(i)
+        for b in m.blocks:
+            if isinstance(b, ToolCallBlock):
+                open_calls.add(b.id)
+            elif isinstance(b, ToolResultBlock):
+                open_calls.discard(b.call_id)
+    tail = 0
+    best = None
+    j = len(view)
+    for i in reversed(clean):
+        tail += sum(sizes[i:j])
+        j = i
+        if tail > keep:
+            break
+        best = i
+    return best if best is not None else (clean[-1] if clean else None)
+
+
+async def compact(agent, partition, commit, *, window: int, fixed: int) -> tuple[int, int] | None:
+    """Summarize everything before the cut; returns (tokens before, after), or None when it cannot help.
+
+    `fixed` is what every request carries besides history (system prompt, tool definitions).
+    """
+    cut = cut_point(partition, int(window * KEEP))
+    before = partition.tokens + fixed
+    if cut is None:
+        return None
+    tail = sum(partition.sizes[cut:])
+    if tail + fixed >= window:  # no-benefit guard: the tail alone fills the window
+        log.warning("compaction skipped: the recent messages alone fill the context window",
+                    agent=agent.name, tail_tokens=tail, window=window)
+        return None
+    older = partition.view[:cut]
+    request = Request(agent=agent.name, model=agent.model, system=render("compaction.md.j2"),
+                      messages=fit(older, partition.sizes[:cut], max(1, window - SUMMARY_OUTPUT - fixed)),
+                      max_output_tokens=SUMMARY_OUTPUT, auxiliary=True, cache_key=agent.cache_key)
+    summary = (await complete(agent.provider, request)).blocks
+    text = "".join(b.text for b in summary if isinstance(b, TextBlock)).strip()
+    if not text:
+        log.warning("compaction skipped: the summarizer returned nothing", agent=agent.name)
+        return None
+    await commit(Draft(author=agent.name, kind="summary", visible_to=[agent.name],
+                       blocks=[TextBlock(render("summary.md.j2", summary=text))], replaces=list(partition.ids[:cut])))
+    return before, partition.tokens + fixed

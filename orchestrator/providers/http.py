@@ -1,0 +1,84 @@
+"""What every HTTP vendor shares: timeouts, retry-after headers, transport faults as error classes,
+and the overflow wording check (provider-protocols.md §5, §7).
+
+Vendor modules decide the class of a body; this module owns everything that does not depend on the vendor.
+"""
+from __future__ import annotations
+
+import email.utils
+import re
+import time
+
+import httpx
+
+from orchestrator.core import errors as E
+
+TIMEOUT = httpx.Timeout(connect=10.0, read=120.0, write=30.0, pool=10.0)
+
+_OVERFLOW = re.compile(r"prompt is too long|exceeds? (the )?context|maximum context length|context length|"
+                       r"context size|context window|context_length_exceeded|exceed_context_size", re.I)
+_TRY_AGAIN = re.compile(r"try again in ([\d.]+)\s*(ms|s)\b", re.I)
+
+
+def retry_after(headers: httpx.Headers, message: str = "") -> float | None:
+    """Seconds the server asked us to wait: retry-after-ms, then retry-after (seconds or a date), then the message."""
+    if (ms := headers.get("retry-after-ms")) is not None:
+        try:
+            return max(0.0, float(ms) / 1000)
+        except ValueError:
+            pass
+    if (value := headers.get("retry-after")) is not None:
+        try:
+            return max(0.0, float(value))
+        except ValueError:
+            when = email.utils.parsedate_to_datetime(value) if value else None
+            if when is not None:
+                return max(0.0, when.timestamp() - time.time())
+    if m := _TRY_AGAIN.search(message):
+        return float(m.group(1)) / (1000 if m.group(2).lower() == "ms" else 1)
+    return None
+
+
+def is_overflow(message: str) -> bool:
+    return bool(_OVERFLOW.search(message))
+
+
+def by_status(status: int, message: str, provider: str, wait: float | None) -> E.ProviderError:
+    """The class an HTTP status gives when the body says nothing more specific."""
+    if status in (400, 413, 422) and is_overflow(message):
+        return E.ContextOverflowError(message, provider=provider)
+    cls: type[E.ProviderError]
+    if status == 429:
+        cls = E.RateLimitError
+    elif status == 529:
+        cls = E.OverloadedError
+    elif status in (401, 403):
+        cls = E.AuthError
+    elif status == 402:
+        cls = E.QuotaError
+    elif status in (408, 504):
+        cls = E.TimeoutError
+    elif status == 409 or status >= 500:
+        cls = E.ServerError
+    else:
+        cls = E.InvalidRequestError
+    return cls(message, provider=provider, retry_after=wait)
+
+
+def transport(exc: httpx.TransportError, provider: str) -> E.ProviderError:
+    """A fault below HTTP: never a success, always retryable."""
+    if isinstance(exc, httpx.TimeoutException):
+        return E.TimeoutError(f"no answer in time ({type(exc).__name__})", provider=provider)
+    return E.ConnectionError(f"connection failed ({type(exc).__name__}: {exc})", provider=provider)
+
+
+def interrupted(provider: str) -> E.ProviderError:
+    return E.ConnectionError("the stream ended without its end marker (an interrupted transfer)", provider=provider)
+
+
+def redact(text: str, secrets: list[str]) -> str:
+    """Keys never reach logs or errors, even when a server echoes them back."""
+    for s in secrets:
+        if s:
+            text = text.replace(s, s[:3] + "…")
+    return text
