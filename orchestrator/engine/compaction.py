@@ -8,6 +8,7 @@ from __future__ import annotations
 import structlog
 
 from orchestrator.core.prompts import render
+from orchestrator.core.tokens import estimate
 from orchestrator.core.types import Draft, Request, TextBlock, ToolCallBlock, ToolResultBlock
 from orchestrator.engine.budget import fit
 from orchestrator.providers.base import complete
@@ -43,12 +44,14 @@ def cut_point(partition, keep: int) -> int | None:
     return best if best is not None else (clean[-1] if clean else None)
 
 
-async def compact(agent, partition, commit, *, window: int, fixed: int) -> tuple[int, int] | None:
+async def compact(agent, partition, commit, *, window: int, fixed: int,
+                  overflow: bool = False) -> tuple[int, int] | None:
     """Summarize everything before the cut; returns (tokens before, after), or None when it cannot help.
 
-    `fixed` is what every request carries besides history (system prompt, tool definitions).
+    `fixed` is what every request carries besides history (system prompt, tool definitions). After
+    the provider said `overflow`, our window estimate was wrong, so only the newest unit is kept.
     """
-    cut = cut_point(partition, int(window * KEEP))
+    cut = cut_point(partition, 0 if overflow else int(window * KEEP))
     before = partition.tokens + fixed
     if cut is None:
         return None
@@ -62,10 +65,10 @@ async def compact(agent, partition, commit, *, window: int, fixed: int) -> tuple
                       messages=fit(older, partition.sizes[:cut], max(1, window - SUMMARY_OUTPUT - fixed)),
                       max_output_tokens=SUMMARY_OUTPUT, auxiliary=True, cache_key=agent.cache_key)
     summary = (await complete(agent.provider, request)).blocks
-    text = "".join(b.text for b in summary if isinstance(b, TextBlock)).strip()
-    if not text:
-        log.warning("compaction skipped: the summarizer returned nothing", agent=agent.name)
+    text = render("summary.md.j2", summary="".join(b.text for b in summary if isinstance(b, TextBlock)).strip())
+    if estimate(text) >= sum(partition.sizes[:cut]):  # a summary no shorter than its source helps nobody
+        log.warning("compaction skipped: the summary is no shorter than what it would replace", agent=agent.name)
         return None
     await commit(Draft(author=agent.name, kind="summary", visible_to=[agent.name],
-                       blocks=[TextBlock(render("summary.md.j2", summary=text))], replaces=list(partition.ids[:cut])))
+                       blocks=[TextBlock(text)], replaces=list(partition.ids[:cut])))
     return before, partition.tokens + fixed

@@ -101,7 +101,7 @@ async def run_turn(agent: Agent, partition: Partition, commit: Commit,
             except ContextOverflowError:
                 # E10: compact and retry once; if that cannot help, the overflow goes up (E9)
                 if compacted or (done := await compact(agent, partition, commit, window=agent.window,
-                                                       fixed=fixed)) is None:
+                                                       fixed=fixed, overflow=True)) is None:
                     raise
                 compacted = True
                 yield Compaction(ts=time.time(), agent=agent.name, tokens_before=done[0], tokens_after=done[1])

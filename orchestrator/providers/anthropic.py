@@ -1,0 +1,401 @@
+"""The Anthropic Messages provider: request bodies (roles merged, thinking echoed, cache breakpoints) and
+the streamed reply parsed into stream events, with every failure mapped to an error class (provider-protocols.md §2).
+"""
+from __future__ import annotations
+
+from typing import Any, AsyncIterator, Callable, Sequence
+
+import httpx
+import msgspec
+from msgspec import Struct
+
+from orchestrator.core import errors as E
+from orchestrator.core.types import (
+    Block, ImageBlock, Request, StopReason, StreamEnd, StreamEvent, TextBlock, TextDelta, ThinkingBlock, ThinkingDelta,
+    ToolCallBlock, ToolCallDone, ToolResultBlock, Usage,
+)
+from orchestrator.providers import http
+from orchestrator.providers.base import thinking_for
+from orchestrator.providers.sse import SSE, iter_sse
+
+_EPHEMERAL = {"type": "ephemeral"}
+# The API requires the first message to be the user's; a history cut by compaction may start with the model.
+_PLACEHOLDER = "(The conversation continues.)"
+
+_ERROR_TYPES: dict[str, type[E.ProviderError]] = {
+    "overloaded_error": E.OverloadedError,
+    "api_error": E.ServerError,
+    "rate_limit_error": E.RateLimitError,
+    "authentication_error": E.AuthError,
+    "permission_error": E.AuthError,
+    "billing_error": E.QuotaError,
+    "invalid_request_error": E.InvalidRequestError,
+    "timeout_error": E.TimeoutError,
+    "request_too_large": E.InvalidRequestError,  # bytes (images, documents), not tokens: not an overflow
+}
+
+_STOP_REASONS: dict[str, StopReason] = {
+    "end_turn": "end_turn", "tool_use": "tool_use", "max_tokens": "max_tokens",
+    "stop_sequence": "stop_sequence", "refusal": "refusal",
+    "pause_turn": "end_turn",  # a paused server-tool turn: what came so far is the answer
+}
+
+
+# --- request ----------------------------------------------------------------------------
+
+def _image(b: ImageBlock) -> dict[str, Any]:
+    return {"type": "image", "source": {"type": "base64", "media_type": b.media_type, "data": b.data}}
+
+
+def _tool_result(b: ToolResultBlock) -> dict[str, Any]:
+    out: dict[str, Any] = {"type": "tool_result", "tool_use_id": b.call_id, "is_error": b.is_error}
+    if b.images:  # Anthropic takes a tool's images inside its result (E4), so no extra user message
+        out["content"] = ([{"type": "text", "text": b.content}] if b.content.strip() else []) + \
+            [_image(i) for i in b.images]
+    elif b.content:
+        out["content"] = b.content
+    return out
+
+
+def _assistant_blocks(blocks: list[Block]) -> list[dict[str, Any]]:
+    out: list[dict[str, Any]] = []
+    for b in blocks:
+        if isinstance(b, ThinkingBlock) and b.redacted:
+            out.append({"type": "redacted_thinking", "data": b.thinking})
+        elif isinstance(b, ThinkingBlock):
+            out.append({"type": "thinking", "thinking": b.thinking, "signature": b.signature})
+        elif isinstance(b, TextBlock) and b.text.strip():  # the API rejects empty and whitespace-only text
+            out.append({"type": "text", "text": b.text})
+        elif isinstance(b, ToolCallBlock):
+            out.append({"type": "tool_use", "id": b.id, "name": b.name, "input": b.input})
+    return out
+
+
+def _user_blocks(blocks: list[Block]) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
+    """(tool results, everything else): results must lead the user message they are in."""
+    results, rest = [], []
+    for b in blocks:
+        if isinstance(b, ToolResultBlock):
+            results.append(_tool_result(b))
+        elif isinstance(b, TextBlock) and b.text.strip():
+            rest.append({"type": "text", "text": b.text})
+        elif isinstance(b, ImageBlock):
+            rest.append(_image(b))
+    return results, rest
+
+
+def build_body(request: Request, provider_id: str, max_tokens: int) -> dict[str, Any]:
+    """The JSON body of one streamed Messages call.
+
+    Cache breakpoints (at most 4, P4): the last tool definition and the system block cache the stable
+    prefix; the last block of the last user message caches the conversation so far, and the same mark
+    on the user message before it makes the previous call's entry an exact hit even when one round
+    added more blocks than the API looks back over (about 20).
+    """
+    turns: list[tuple[str, list[dict[str, Any]], list[dict[str, Any]]]] = []  # (role, tool results, blocks)
+    for m in thinking_for(request.messages, provider_id, request.model):
+        if m.role == "assistant":
+            results, rest = [], _assistant_blocks(m.blocks)
+        else:
+            results, rest = _user_blocks(m.blocks)
+        if not results and not rest:
+            continue
+        if turns and turns[-1][0] == m.role:  # the API needs alternating roles: merge same-role neighbours
+            turns[-1][1].extend(results)
+            turns[-1][2].extend(rest)
+        else:
+            turns.append((m.role, results, rest))
+    if not turns or turns[0][0] != "user":
+        turns.insert(0, ("user", [], [{"type": "text", "text": _PLACEHOLDER}]))
+    messages = [{"role": role, "content": results + rest} for role, results, rest in turns]
+    for msg in [m for m in messages if m["role"] == "user"][-2:]:
+        msg["content"][-1]["cache_control"] = _EPHEMERAL
+
+    body: dict[str, Any] = {"model": request.model, "max_tokens": max_tokens, "stream": True}
+    if request.system.strip():
+        body["system"] = [{"type": "text", "text": request.system, "cache_control": _EPHEMERAL}]
+    if request.tools:
+        body["tools"] = [{"name": t.name, "description": t.description, "input_schema": t.input_schema}
+                         for t in request.tools]
+        body["tools"][-1]["cache_control"] = _EPHEMERAL
+    body["messages"] = messages
+    return body
+
+
+# --- errors -----------------------------------------------------------------------------
+
+class _ErrorBody(Struct, frozen=True):
+    type: str = ""
+    message: str = ""
+    details: dict[str, Any] | None = None
+
+
+class _ErrorEnvelope(Struct, frozen=True):
+    error: _ErrorBody
+
+
+def classify(error: _ErrorBody, provider: str, *, status: int | None = None,
+             wait: float | None = None) -> E.ProviderError:
+    """The class of an error body, from `error.type` first (the status is less precise); the caller redacts."""
+    where = f"HTTP {status}" if status else "stream error"
+    message = f"{where} {error.type or 'error'}: {error.message}"
+    if (error.details or {}).get("error_code") == "enforced_spend_limit_reached":  # a 429 that waiting won't fix
+        return E.QuotaError(message, provider=provider, retry_after=wait)
+    cls = _ERROR_TYPES.get(error.type)
+    if cls is E.InvalidRequestError and error.type == "invalid_request_error" and http.is_overflow(error.message):
+        cls = E.ContextOverflowError
+    if cls is None:
+        if status is not None:
+            return http.by_status(status, message, provider, wait)
+        cls = E.ServerError  # an unknown failure after a 200: the request was accepted, so the server failed
+    return cls(message, provider=provider, retry_after=wait)
+
+
+# --- stream -----------------------------------------------------------------------------
+
+class _Usage(Struct, frozen=True):
+    # None = not sent: older streams repeat only output_tokens in message_delta
+    input_tokens: int | None = None
+    output_tokens: int | None = None
+    cache_creation_input_tokens: int | None = None
+    cache_read_input_tokens: int | None = None
+
+
+class _StartMessage(Struct, frozen=True):
+    usage: _Usage = _Usage()
+
+
+class _MessageStart(Struct, frozen=True):
+    message: _StartMessage
+
+
+class _Block(Struct, frozen=True):
+    type: str
+    text: str = ""
+    thinking: str = ""
+    data: str = ""
+    id: str = ""
+    name: str = ""
+
+
+class _BlockStart(Struct, frozen=True):
+    index: int
+    content_block: _Block
+
+
+class _Delta(Struct, frozen=True):
+    type: str
+    text: str = ""
+    thinking: str = ""
+    signature: str = ""
+    partial_json: str = ""
+
+
+class _BlockDelta(Struct, frozen=True):
+    index: int
+    delta: _Delta
+
+
+class _BlockStop(Struct, frozen=True):
+    index: int
+
+
+class _MessageDeltaBody(Struct, frozen=True):
+    stop_reason: str | None = None
+
+
+class _MessageDelta(Struct, frozen=True):
+    delta: _MessageDeltaBody = _MessageDeltaBody()
+    usage: _Usage = _Usage()
+
+
+class _Open:
+    """A content block between its start and stop events."""
+
+    def __init__(self, block: _Block):
+        self.type, self.id, self.name = block.type, block.id, block.name
+        self.signature = ""
+        self.json: list[str] = []
+
+
+class StreamParser:
+    """Turns the SSE events of one streamed reply into stream events; fed one event at a time (no I/O)."""
+
+    def __init__(self, provider: str = "anthropic", secrets: Sequence[str] = ()):
+        self.provider = provider
+        self.done = False
+        self._secrets = list(secrets)
+        self._blocks: dict[int, _Open] = {}
+        self._usage: dict[str, int] = {}
+        self._stop: str | None = None
+
+    def feed(self, sse: SSE) -> list[StreamEvent]:
+        if self.done:
+            return []
+        try:
+            data = msgspec.json.decode(sse.data)
+        except msgspec.DecodeError:
+            raise self._protocol(f"malformed JSON in a {sse.event!r} event: {sse.data[:200]!r}") from None
+        if not isinstance(data, dict):
+            raise self._protocol(f"a {sse.event!r} event is not a JSON object: {sse.data[:200]!r}")
+        # Every Anthropic event is named; the name is repeated in data.type for unnamed relays
+        kind = sse.event if sse.event != "message" else str(data.get("type"))
+        handler = {
+            "message_start": self._message_start, "content_block_start": self._block_start,
+            "content_block_delta": self._block_delta, "content_block_stop": self._block_stop,
+            "message_delta": self._message_delta, "message_stop": self._message_stop, "error": self._error,
+        }.get(kind)
+        if handler is None:  # ping and event types newer than this code
+            return []
+        try:
+            return handler(data)
+        except msgspec.ValidationError as exc:
+            raise self._protocol(f"malformed {kind} event: {exc}") from None
+
+    def finish(self) -> None:
+        """Call when the byte stream ended: without message_stop the transfer was cut."""
+        if not self.done:
+            raise http.interrupted(self.provider)
+
+    def _protocol(self, message: str) -> E.ProtocolError:
+        return E.ProtocolError(http.redact(message, self._secrets), provider=self.provider)
+
+    def _merge_usage(self, usage: _Usage) -> None:
+        self._usage.update({k: v for k, v in msgspec.structs.asdict(usage).items() if v is not None})
+
+    def _message_start(self, data: dict) -> list[StreamEvent]:
+        self._merge_usage(msgspec.convert(data, _MessageStart).message.usage)
+        return []
+
+    def _block_start(self, data: dict) -> list[StreamEvent]:
+        ev = msgspec.convert(data, _BlockStart)
+        block = ev.content_block
+        self._blocks[ev.index] = _Open(block)
+        if block.type == "text" and block.text:
+            return [TextDelta(block.text)]
+        if block.type == "thinking" and block.thinking:
+            return [ThinkingDelta(block.thinking)]
+        if block.type == "redacted_thinking":  # arrives whole, has no deltas, goes back verbatim
+            return [ThinkingDelta(block.data, redacted=True)]
+        return []  # tool_use waits for its stop; server tools, citations and newer types are not ours
+
+    def _open(self, index: int, what: str) -> _Open:
+        if index not in self._blocks:
+            raise self._protocol(f"{what} for content block {index}, which was never started")
+        return self._blocks[index]
+
+    def _block_delta(self, data: dict) -> list[StreamEvent]:
+        ev = msgspec.convert(data, _BlockDelta)
+        block, delta = self._open(ev.index, ev.delta.type), ev.delta
+        if block.type == "text" and delta.type == "text_delta" and delta.text:
+            return [TextDelta(delta.text)]
+        if block.type == "thinking" and delta.type == "thinking_delta" and delta.thinking:
+            return [ThinkingDelta(delta.thinking)]
+        if block.type == "thinking" and delta.type == "signature_delta":
+            block.signature = delta.signature
+        elif block.type == "tool_use" and delta.type == "input_json_delta":
+            block.json.append(delta.partial_json)
+        return []
+
+    def _block_stop(self, data: dict) -> list[StreamEvent]:
+        index = msgspec.convert(data, _BlockStop).index
+        block = self._open(index, "content_block_stop")
+        del self._blocks[index]
+        if block.type == "thinking" and block.signature:
+            return [ThinkingDelta("", block.signature)]  # the Assembler attaches it to the thinking so far
+        if block.type != "tool_use":
+            return []
+        raw = "".join(block.json)
+        try:
+            args = msgspec.json.decode(raw) if raw.strip() else {}
+        except msgspec.DecodeError:
+            raise self._protocol(f"tool call {block.name!r} has invalid JSON arguments: {raw[:200]!r}") from None
+        if not isinstance(args, dict):
+            raise self._protocol(f"tool call {block.name!r} arguments are not a JSON object: {raw[:200]!r}")
+        return [ToolCallDone(block.id, block.name, args)]
+
+    def _message_delta(self, data: dict) -> list[StreamEvent]:
+        ev = msgspec.convert(data, _MessageDelta)
+        self._stop = ev.delta.stop_reason or self._stop
+        self._merge_usage(ev.usage)  # cumulative counts: they replace message_start's
+        return []
+
+    def _message_stop(self, data: dict) -> list[StreamEvent]:
+        self.done = True
+        if self._stop == "model_context_window_exceeded":
+            raise E.ContextOverflowError("the output reached the model's context window "
+                                         "(stop_reason model_context_window_exceeded)", provider=self.provider)
+        u = self._usage
+        cached = u.get("cache_read_input_tokens", 0)
+        usage = Usage(input=u.get("input_tokens", 0) + u.get("cache_creation_input_tokens", 0) + cached,
+                      output=u.get("output_tokens", 0), cached=cached)
+        return [StreamEnd(_STOP_REASONS.get(self._stop or "", "end_turn"), usage)]
+
+    def _error(self, data: dict) -> list[StreamEvent]:
+        err = msgspec.convert(data, _ErrorEnvelope).error
+        raise classify(msgspec.structs.replace(err, message=http.redact(err.message, self._secrets)), self.provider)
+
+
+# --- provider ---------------------------------------------------------------------------
+
+class Anthropic:
+    def __init__(self, *, id: str = "anthropic", base_url: str = "https://api.anthropic.com",  # noqa: A002
+                 api_key: str | None = None, client: httpx.AsyncClient | None = None,
+                 version: str = "2023-06-01", max_tokens_for: Callable[[str], int] = lambda model: 8192):
+        self.id = id
+        self._base = base_url.rstrip("/")
+        self._key = api_key or ""
+        self._own_client = client is None
+        self._client = client or httpx.AsyncClient(timeout=http.TIMEOUT)
+        self._headers = {"anthropic-version": version, "content-type": "application/json"}
+        if api_key:
+            self._headers["x-api-key"] = api_key
+        self._max_tokens_for = max_tokens_for
+
+    async def stream(self, request: Request) -> AsyncIterator[StreamEvent]:
+        body = build_body(request, self.id, request.max_output_tokens or self._max_tokens_for(request.model))
+        parser = StreamParser(self.id, [self._key])
+        try:
+            async with self._client.stream("POST", f"{self._base}/v1/messages", json=body,
+                                           headers=self._headers) as resp:
+                if not resp.is_success:
+                    await resp.aread()
+                    raise self._http_error(resp)
+                async for sse in iter_sse(resp.aiter_lines()):
+                    for ev in parser.feed(sse):
+                        yield ev
+                    if parser.done:  # the end marker: a fault after it no longer matters
+                        return
+            parser.finish()
+        except httpx.TransportError as exc:
+            raise self._scrubbed(http.transport(exc, self.id)) from exc
+        except httpx.DecodingError as exc:
+            raise E.ProtocolError(self._redact(f"undecodable response body: {exc}"), provider=self.id) from exc
+
+    async def validate_auth(self) -> None:
+        try:
+            resp = await self._client.get(f"{self._base}/v1/models", headers=self._headers)
+        except httpx.TransportError as exc:
+            raise self._scrubbed(http.transport(exc, self.id)) from exc
+        if not resp.is_success:
+            raise self._http_error(resp)
+
+    async def aclose(self) -> None:
+        if self._own_client:
+            await self._client.aclose()
+
+    def _redact(self, text: str) -> str:
+        return http.redact(text, [self._key])
+
+    def _scrubbed(self, err: E.ProviderError) -> E.ProviderError:
+        return type(err)(self._redact(str(err)), provider=err.provider, retry_after=err.retry_after)
+
+    def _http_error(self, resp: httpx.Response) -> E.ProviderError:
+        text = self._redact(resp.text)
+        try:
+            error = msgspec.json.decode(resp.content, type=_ErrorEnvelope).error
+        except msgspec.DecodeError:  # also a ValidationError: a proxy's HTML page or another vendor's shape
+            message = f"HTTP {resp.status_code}: {text[:500] or resp.reason_phrase}"
+            return http.by_status(resp.status_code, message, self.id, http.retry_after(resp.headers, text))
+        error = msgspec.structs.replace(error, message=self._redact(error.message))
+        return classify(error, self.id, status=resp.status_code, wait=http.retry_after(resp.headers, error.message))
