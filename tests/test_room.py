@@ -335,10 +335,6 @@ async def test_restart_after_a_stop_keeps_seq_strictly_increasing(store, tmp_pat
     assert min(m.seq for m in after[len(before):]) > max(m.seq for m in before)
 
 
-@pytest.mark.xfail(strict=True, reason=(
-    "BUG: room.py Room._restore numbers anonymous workers only from message *authors*; an anonymous "
-    "worker stopped before it wrote anything is forgotten, so after a restart its name (worker) is "
-    "given to a different worker"))
 async def test_anonymous_worker_names_are_not_reused_after_a_restart(store, tmp_path):
     provider = ScriptedProvider({
         "commander": [Reply(calls=[("run_worker", {"task": "FIRST-JOB"})]),
@@ -382,10 +378,6 @@ async def test_unknown_tool_fails_room_creation_before_anything_runs(store, tmp_
     assert [type(e) for e in leaves(info.value)] == [InputError]
 
 
-@pytest.mark.xfail(strict=True, reason=(
-    "BUG: room.py Room._running_room builds the Room (which checks tool names) inside "
-    "`trio.open_nursery()`, so the InputError comes out wrapped in an ExceptionGroup (CLI: exit 3 and "
-    "'ExceptionGroup: Exceptions from Trio nursery' instead of exit 2 and the message)"))
 async def test_unknown_tool_raises_input_error_itself(store, tmp_path):
     with pytest.raises(InputError, match="teleport"):
         async with Room.create(store, team(agent("coder", tools=["teleport"])), resolver(ScriptedProvider({})),
@@ -393,9 +385,6 @@ async def test_unknown_tool_raises_input_error_itself(store, tmp_path):
             pass  # pragma: no cover
 
 
-@pytest.mark.xfail(strict=True, reason=(
-    "BUG: room.py Room.create stores the room (store.create_room) before the team is checked, so a "
-    "failed creation leaves a room that `orchestrator rooms` lists and that can never be opened"))
 async def test_failed_creation_stores_no_room(store, tmp_path):
     with pytest.raises(BaseException):
         async with Room.create(store, team(agent("coder", tools=["teleport"])), resolver(ScriptedProvider({})),
@@ -502,10 +491,6 @@ async def test_max_turn_seconds_stops_a_slow_turn(store, tmp_path):
     await assert_pairing(store, room_id)
 
 
-@pytest.mark.xfail(strict=True, reason=(
-    "BUG: room.py Room.post starts `_deadline` with self._nursery.start_soon outside any cancel scope "
-    "the room cancels, so every line leaves a task sleeping max_turn_seconds; closing the room waits "
-    "for the last one (and tasks_living stays high while the room is idle)"))
 async def test_turn_deadline_does_not_outlive_the_turn(store, tmp_path):
     provider = ScriptedProvider({"commander": [Reply(say="quick answer")]})
     before = trio.lowlevel.current_statistics().tasks_living

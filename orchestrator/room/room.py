@@ -104,8 +104,6 @@ class Room:
         self.ledger = Ledger(store, self.id, self._publish)
         from orchestrator.room.commander import commander_tools  # the tools close over this room
         self._commander_tools = commander_tools(self)
-        for spec in [self.members[COMMANDER].spec, *team.agents]:
-            _builtin_tools(spec)  # an unknown tool name fails here, before anything runs
 
     # --- opening and closing -------------------------------------------------------------
 
@@ -115,6 +113,7 @@ class Room:
                      workspace: Path | None = None, retry: RetryPolicy = RetryPolicy(),
                      on_event: Callable[[Event], None] | None = None) -> AsyncIterator[Room]:
         workspace = Path(workspace or Path.cwd()).resolve()
+        check_team(team)
         meta = {"team": msgspec.to_builtins(team), "workspace": str(workspace)}
         record = await store.create_room(name, floor=COMMANDER, meta=meta)
         async with cls._running_room(store, record, team, resolve, workspace, retry, [], on_event) as room:
@@ -130,6 +129,7 @@ class Room:
         if record is None:
             raise InputError(f"no room {ref!r} in this database; `orchestrator rooms` lists them")
         team = team or msgspec.convert(record.meta.get("team", {}), Team)
+        check_team(team)
         workspace = Path(record.meta.get("workspace") or Path.cwd())
         messages = await store.load(record.id)
         async with cls._running_room(store, record, team, resolve, workspace, retry, messages, on_event) as room:
@@ -153,9 +153,9 @@ class Room:
 
     async def _restore(self, messages: list[Message]) -> None:
         for msg in messages:
-            m = _ANONYMOUS.fullmatch(msg.author)
-            if m:
-                self._anonymous = max(self._anonymous, int(m.group(1) or 1))
+            for name in (msg.author, *msg.visible_to):  # a worker stopped before it spoke still had a task
+                if m := _ANONYMOUS.fullmatch(name):
+                    self._anonymous = max(self._anonymous, int(m.group(1) or 1))
             for viewer in msg.visible_to:
                 if viewer in self.members:
                     self.members[viewer].partition.append(msg)
@@ -219,13 +219,15 @@ class Room:
         visible = [USER, target] if target == COMMANDER else [USER, target, COMMANDER]
         msg = await self._post(Draft(author=USER, kind="user", blocks=[TextBlock(text)], visible_to=visible))
         self.wake(target)
-        if self.team.limits.max_turn_seconds:
+        if self.team.limits.max_turn_seconds and self._running:
             self._nursery.start_soon(self._deadline, self.team.limits.max_turn_seconds, self.meter)
         return msg
 
     async def _deadline(self, seconds: float, meter: _Meter) -> None:
-        await trio.sleep(seconds)
-        if meter is self.meter and self._running:
+        """Watches one line's work: gone as soon as the room is idle, a stop when time runs out first."""
+        with trio.move_on_after(seconds) as timer:
+            await self.idle()
+        if timer.cancelled_caught and meter is self.meter:
             self.halt(f"limit reached: a turn may take at most {seconds:g} s")
 
     async def idle(self) -> None:
@@ -427,6 +429,12 @@ class Room:
 
     def roster(self) -> list[AgentDef]:
         return [m.spec for n, m in self.members.items() if n != COMMANDER and not m.anonymous]
+
+
+def check_team(team: Team) -> None:
+    """Everything about a team that can be wrong, found before a room is stored or opened."""
+    for spec in [team.commander, *team.agents]:
+        _builtin_tools(spec)
 
 
 def _commander_spec(team: Team) -> AgentDef:

@@ -1,0 +1,242 @@
+"""Where credentials and endpoints come from: the environment and the TOML config file.
+It turns both into one list of rotation candidates per provider, and masks keys for display.
+"""
+from __future__ import annotations
+
+import os
+import re
+import tomllib
+from pathlib import Path
+from typing import Any, Literal, Mapping
+
+import msgspec
+from msgspec import Struct
+
+from orchestrator.core.errors import InputError
+from orchestrator.providers.catalog import Override
+
+Kind = Literal["openai", "anthropic"]
+
+VENDORS: dict[str, Kind] = {"openai": "openai", "anthropic": "anthropic", "ollama": "openai"}
+DEFAULT_URL = {"openai": "https://api.openai.com/v1", "anthropic": "https://api.anthropic.com",
+               "ollama": "http://localhost:11434/v1"}
+KEY_ENV = {"openai": "OPENAI_API_KEY", "anthropic": "ANTHROPIC_API_KEY"}
+URL_ENV = {"openai": "OPENAI_BASE_URL", "anthropic": "ANTHROPIC_BASE_URL"}
+RESERVED = {*VENDORS, "scripted"}  # names a model string already means something by
+_ENDPOINT_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]*")
+
+
+def mask(key: str | None) -> str:
+    """A key as people may see it: enough to tell two apart, never enough to use one."""
+    if not key:
+        return "(no key)"
+    if len(key) < 16:  # a short key would be half revealed by the long form
+        return "…" + key[-2:]
+    return f"{key[:3]}…{key[-4:]}"
+
+
+class Candidate(Struct, frozen=True):
+    """One way to reach a provider: an address and the key to use there (None: the server wants none)."""
+
+    base_url: str
+    api_key: str | None = None
+
+    @property
+    def label(self) -> str:
+        """How logs and `models` name this candidate: masked key and address."""
+        return f"{mask(self.api_key)} at {self.base_url}" if self.api_key else self.base_url
+
+
+class Source(Struct, kw_only=True):
+    """A provider or a named endpoint with everything needed to build it."""
+
+    name: str
+    kind: Kind
+    candidates: list[Candidate]
+    headers: dict[str, str] = {}
+    explicit: bool = True  # the user configured it (Ollama's built-in default is not)
+    missing: list[str] = []  # environment variables the file names for keys, unset
+
+
+class Config(Struct, kw_only=True):
+    path: Path
+    sources: dict[str, Source]
+    models: dict[str, Override] = {}
+
+    @property
+    def shown_path(self) -> str:
+        home = Path.home()
+        return f"~/{self.path.relative_to(home)}" if self.path.is_relative_to(home) else str(self.path)
+
+    def hint(self, name: str) -> str:
+        """What to set so that `name` works: the message for a provider that cannot be used."""
+        src = self.sources.get(name)
+        if src is not None and src.missing:
+            return (f"{name}: not configured — set {' or '.join(src.missing)} "
+                    f"(named by api_key_env in {self.shown_path})")
+        if name == "ollama":
+            return "ollama: start `ollama serve` or set OLLAMA_HOST"
+        if name in KEY_ENV:
+            return (f"{name}: not configured — set {KEY_ENV[name]}, or add [providers.{name}] keys "
+                    f"to {self.shown_path}")
+        return f"{name}: not configured — add [endpoints.{name}] with a base_url to {self.shown_path}"
+
+    def nothing_configured(self) -> str:
+        return ("no model provider is configured — set OPENAI_API_KEY or ANTHROPIC_API_KEY, add "
+                f"[providers.NAME] keys or an [endpoints.NAME] table to {self.shown_path}, or start "
+                "`ollama serve` and use ollama/MODEL")
+
+
+# --- the file's shape ------------------------------------------------------------------------
+
+class _Keys(Struct, forbid_unknown_fields=True, kw_only=True):
+    base_url: str | None = None
+    api_key: str | None = None
+    api_key_env: str | None = None
+    keys: list[str] = []
+
+
+class _Provider(_Keys):
+    headers: dict[str, str] = {}
+    candidates: list[_Keys] = []  # more addresses (or keys) for the same provider
+
+
+class _Endpoint(_Provider):
+    kind: Kind = "openai"
+
+
+def config_path(env: Mapping[str, str]) -> Path:
+    if explicit := env.get("ORCHESTRATOR_CONFIG"):
+        return Path(explicit).expanduser()
+    base = Path(env["XDG_CONFIG_HOME"]) if env.get("XDG_CONFIG_HOME") else Path.home() / ".config"
+    return base / "orchestrator" / "config.toml"
+
+
+def ollama_url(host: str) -> str:
+    """OLLAMA_HOST as Ollama's own clients read it: `host`, `host:port` or a URL; plain hosts get port 11434."""
+    host = host.strip().rstrip("/")
+    if "://" not in host:
+        host_port, _, path = host.partition("/")
+        name, _, port = host_port.rpartition(":") if ":" in host_port.strip("[]") or "]:" in host_port \
+            else (host_port, "", "")
+        # 0.0.0.0 is how a server is told to listen everywhere; a client reaches that server on loopback.
+        if name in ("", "0.0.0.0", "[::]"):
+            name = "127.0.0.1"
+        host = f"http://{name}:{port or 11434}" + (f"/{path}" if path else "")
+    return host if host.endswith("/v1") else host + "/v1"
+
+
+def load_config(env: Mapping[str, str] | None = None) -> Config:
+    """Read the file (if any) and the environment. The environment wins for addresses; keys from both
+    become candidates, the file's first."""
+    env = os.environ if env is None else env
+    path = config_path(env)
+    raw = _read(path, named=bool(env.get("ORCHESTRATOR_CONFIG")))
+    where = str(path)
+    unknown = set(raw) - {"providers", "endpoints", "models"}
+    if unknown:
+        raise InputError(f"{where}: unknown table [{sorted(unknown)[0]}]; the file has [providers.NAME], "
+                         "[endpoints.NAME] and [models.\"PROVIDER/MODEL\"]")
+    providers = _table(raw, "providers", where)
+    endpoints = _table(raw, "endpoints", where)
+    models = _table(raw, "models", where)
+
+    sources: dict[str, Source] = {}
+    for name in providers:
+        if name not in VENDORS:
+            raise InputError(f"{where}: [providers.{name}]: unknown provider; known are "
+                             f"{', '.join(VENDORS)}; for another server use [endpoints.{name}]")
+    for name, vendor in VENDORS.items():
+        table = _convert(providers.get(name, {}), _Provider, f"providers.{name}", where)
+        sources[name] = _vendor(name, vendor, table, name in providers, env)
+    for name, value in endpoints.items():
+        section = f"endpoints.{name}"
+        if not _ENDPOINT_NAME.fullmatch(name):
+            raise InputError(f"{where}: [{section}]: an endpoint name uses letters, digits, `_`, `.` or `-`")
+        if name in RESERVED:
+            raise InputError(f"{where}: [{section}]: {name!r} is a built-in provider name; "
+                             f"use [providers.{name}]" if name in VENDORS else
+                             f"{where}: [{section}]: {name!r} is reserved for the scripted model")
+        table = _convert(value, _Endpoint, section, where)
+        if not table.base_url:
+            raise InputError(f"{where}: [{section}]: base_url is required")
+        if table.headers and table.kind == "anthropic":
+            raise InputError(f"{where}: [{section}]: headers are supported for kind = \"openai\" only")
+        candidates, missing = _candidates(table, table.base_url, [], keyless=True, env=env)
+        sources[name] = Source(name=name, kind=table.kind, candidates=candidates, headers=table.headers,
+                               missing=missing)
+    overrides = {key: _convert(value, Override, f'models."{key}"', where) for key, value in models.items()}
+    return Config(path=path, sources=sources, models=overrides)
+
+
+def _read(path: Path, *, named: bool) -> dict[str, Any]:
+    try:
+        text = path.read_text(encoding="utf-8")
+    except FileNotFoundError:
+        if named:
+            raise InputError(f"{path}: no such file (named by ORCHESTRATOR_CONFIG)") from None
+        return {}
+    except (OSError, UnicodeDecodeError) as exc:
+        raise InputError(f"{path}: cannot read the config file ({exc})") from None
+    try:
+        return tomllib.loads(text)
+    except tomllib.TOMLDecodeError as exc:
+        raise InputError(f"{path}: not valid TOML: {exc}") from None
+
+
+def _table(raw: dict[str, Any], name: str, where: str) -> dict[str, Any]:
+    value = raw.get(name, {})
+    if not isinstance(value, dict):
+        raise InputError(f"{where}: `{name}` must be a table ([{name}.NAME])")
+    return value
+
+
+def _convert(value: Any, cls: type[_S], section: str, where: str) -> _S:
+    try:
+        return msgspec.convert(value, cls)
+    except msgspec.ValidationError as exc:
+        msg = str(exc)
+        # msgspec names the spot from the table's root (`$`); say it the way the file spells it.
+        msg = msg.replace("`$", f"`{section}") if " - at `$" in msg else f"{msg} - in [{section}]"
+        raise InputError(f"{where}: {msg}") from None
+
+
+def _vendor(name: str, kind: Kind, table: _Provider, in_file: bool, env: Mapping[str, str]) -> Source:
+    if name == "ollama":
+        from_env = env.get("OLLAMA_HOST", "").strip()
+        base = ollama_url(from_env) if from_env else table.base_url or DEFAULT_URL[name]
+        explicit = in_file or bool(from_env)
+    else:
+        from_env = env.get(URL_ENV[name], "").strip()
+        base = from_env or table.base_url or DEFAULT_URL[name]
+        explicit = False  # decided below: a key, or an address of the user's own
+    env_keys = [k.strip() for k in env.get(KEY_ENV.get(name, ""), "").split(",") if k.strip()]
+    # A vendor's own API needs a key; any other address (a proxy, a local server) may not.
+    keyless = name == "ollama" or base.rstrip("/") != DEFAULT_URL[name]
+    candidates, missing = _candidates(table, base, env_keys, keyless=keyless, env=env)
+    explicit = explicit or bool(candidates and (env_keys or in_file or from_env))
+    return Source(name=name, kind=kind, candidates=candidates, headers=table.headers, explicit=explicit,
+                  missing=missing)
+
+
+def _candidates(table: _Provider, base: str, extra_keys: list[str], *, keyless: bool,
+                env: Mapping[str, str]) -> tuple[list[Candidate], list[str]]:
+    """The table's own address with each of its keys, then every `candidates` entry the same way."""
+    out: list[Candidate] = []
+    missing: list[str] = []
+    for entry, url, extra in [(table, base, extra_keys), *((c, c.base_url or base, []) for c in table.candidates)]:
+        keys = list(entry.keys)
+        if entry.api_key:
+            keys.append(entry.api_key)
+        if entry.api_key_env:
+            if value := env.get(entry.api_key_env, "").strip():
+                keys += [k.strip() for k in value.split(",") if k.strip()]
+            else:
+                missing.append(entry.api_key_env)
+                continue  # the user meant a key here: no keyless fallback
+        keys += extra
+        if keys:
+            out += [Candidate(url, k) for k in dict.fromkeys(keys)]
+        elif keyless or entry is not table:
+            out.append(Candidate(url))
+    return list(dict.fromkeys(out)), missing
