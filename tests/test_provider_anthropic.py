@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import re
+from contextlib import aclosing
 from typing import AsyncIterator
 
 import httpx
@@ -466,10 +467,11 @@ async def _lines(text: str) -> AsyncIterator[str]:
 async def _run(text: str) -> None:
     parser, asm = StreamParser(secrets=[KEY]), Assembler()
     try:
-        async for item in iter_sse(_lines(text)):
-            for ev in parser.feed(item):
-                assert isinstance(ev, (TextDelta, ThinkingDelta, ToolCallDone, StreamEnd))
-                asm.feed(ev)  # well-typed fields, or joining them would fail here
+        async with aclosing(iter_sse(_lines(text))) as items:
+            async for item in items:
+                for ev in parser.feed(item):
+                    assert isinstance(ev, (TextDelta, ThinkingDelta, ToolCallDone, StreamEnd))
+                    asm.feed(ev)  # well-typed fields, or joining them would fail here
         parser.finish()
     except E.ProviderError:
         pass

@@ -3,6 +3,7 @@ the streamed reply parsed into stream events, with every failure mapped to an er
 """
 from __future__ import annotations
 
+from contextlib import aclosing
 from typing import Any, AsyncIterator, Callable, Sequence
 
 import httpx
@@ -361,11 +362,12 @@ class Anthropic:
                 if not resp.is_success:
                     await resp.aread()
                     raise self._http_error(resp)
-                async for sse in iter_sse(resp.aiter_lines()):
-                    for ev in parser.feed(sse):
-                        yield ev
-                    if parser.done:  # the end marker: a fault after it no longer matters
-                        return
+                async with aclosing(iter_sse(resp.aiter_lines())) as events:
+                    async for sse in events:
+                        for ev in parser.feed(sse):
+                            yield ev
+                        if parser.done:  # the end marker: a fault after it no longer matters
+                            return
             parser.finish()
         except httpx.TransportError as exc:
             raise self._scrubbed(http.transport(exc, self.id)) from exc

@@ -7,7 +7,7 @@ import os
 import re
 import tomllib
 from pathlib import Path
-from typing import Any, Literal, Mapping
+from typing import Any, Literal, Mapping, TypeVar
 
 import msgspec
 from msgspec import Struct
@@ -24,6 +24,8 @@ KEY_ENV = {"openai": "OPENAI_API_KEY", "anthropic": "ANTHROPIC_API_KEY"}
 URL_ENV = {"openai": "OPENAI_BASE_URL", "anthropic": "ANTHROPIC_BASE_URL"}
 RESERVED = {*VENDORS, "scripted"}  # names a model string already means something by
 _ENDPOINT_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]*")
+_HOST_PORT = re.compile(r"(?P<name>\[[^\]]*\]|[^:]*)(?::(?P<port>\d+))?")
+_S = TypeVar("_S", bound=Struct)
 
 
 def mask(key: str | None) -> str:
@@ -31,7 +33,7 @@ def mask(key: str | None) -> str:
     if not key:
         return "(no key)"
     if len(key) < 16:  # a short key would be half revealed by the long form
-        return "…" + key[-2:]
+        return "…" + key[-2:] if len(key) >= 8 else "…"
     return f"{key[:3]}…{key[-4:]}"
 
 
@@ -40,6 +42,9 @@ class Candidate(Struct, frozen=True):
 
     base_url: str
     api_key: str | None = None
+
+    def __repr__(self) -> str:  # a stray repr in a traceback or log must not carry the key
+        return f"Candidate({self.label!r})"
 
     @property
     def label(self) -> str:
@@ -113,13 +118,13 @@ def config_path(env: Mapping[str, str]) -> Path:
 
 
 def ollama_url(host: str) -> str:
-    """OLLAMA_HOST as Ollama's own clients read it: `host`, `host:port` or a URL; plain hosts get port 11434."""
+    """OLLAMA_HOST as Ollama's own clients read it: `host`, `host:port` or a URL; a bare host gets port 11434."""
     host = host.strip().rstrip("/")
     if "://" not in host:
         host_port, _, path = host.partition("/")
-        name, _, port = host_port.rpartition(":") if ":" in host_port.strip("[]") or "]:" in host_port \
-            else (host_port, "", "")
-        # 0.0.0.0 is how a server is told to listen everywhere; a client reaches that server on loopback.
+        m = _HOST_PORT.fullmatch(host_port)
+        name, port = (m["name"], m["port"]) if m else (f"[{host_port}]", None)  # a bare IPv6 address
+        # 0.0.0.0 tells a server to listen everywhere; a client reaches that server on loopback.
         if name in ("", "0.0.0.0", "[::]"):
             name = "127.0.0.1"
         host = f"http://{name}:{port or 11434}" + (f"/{path}" if path else "")
@@ -154,15 +159,14 @@ def load_config(env: Mapping[str, str] | None = None) -> Config:
         if not _ENDPOINT_NAME.fullmatch(name):
             raise InputError(f"{where}: [{section}]: an endpoint name uses letters, digits, `_`, `.` or `-`")
         if name in RESERVED:
-            raise InputError(f"{where}: [{section}]: {name!r} is a built-in provider name; "
-                             f"use [providers.{name}]" if name in VENDORS else
-                             f"{where}: [{section}]: {name!r} is reserved for the scripted model")
+            instead = f"use [providers.{name}]" if name in VENDORS else "it names the scripted model"
+            raise InputError(f"{where}: [{section}]: {name!r} is reserved; {instead}")
         table = _convert(value, _Endpoint, section, where)
         if not table.base_url:
             raise InputError(f"{where}: [{section}]: base_url is required")
         if table.headers and table.kind == "anthropic":
             raise InputError(f"{where}: [{section}]: headers are supported for kind = \"openai\" only")
-        candidates, missing = _candidates(table, table.base_url, [], keyless=True, env=env)
+        candidates, missing = _candidates(table, table.base_url, [], needs_key=None, env=env)
         sources[name] = Source(name=name, kind=table.kind, candidates=candidates, headers=table.headers,
                                missing=missing)
     overrides = {key: _convert(value, Override, f'models."{key}"', where) for key, value in models.items()}
@@ -205,29 +209,25 @@ def _vendor(name: str, kind: Kind, table: _Provider, in_file: bool, env: Mapping
     if name == "ollama":
         from_env = env.get("OLLAMA_HOST", "").strip()
         base = ollama_url(from_env) if from_env else table.base_url or DEFAULT_URL[name]
-        explicit = in_file or bool(from_env)
-    else:
-        from_env = env.get(URL_ENV[name], "").strip()
-        base = from_env or table.base_url or DEFAULT_URL[name]
-        explicit = False  # decided below: a key, or an address of the user's own
-    env_keys = [k.strip() for k in env.get(KEY_ENV.get(name, ""), "").split(",") if k.strip()]
-    # A vendor's own API needs a key; any other address (a proxy, a local server) may not.
-    keyless = name == "ollama" or base.rstrip("/") != DEFAULT_URL[name]
-    candidates, missing = _candidates(table, base, env_keys, keyless=keyless, env=env)
-    explicit = explicit or bool(candidates and (env_keys or in_file or from_env))
-    return Source(name=name, kind=kind, candidates=candidates, headers=table.headers, explicit=explicit,
-                  missing=missing)
+        candidates, missing = _candidates(table, base, [], needs_key=None, env=env)
+        return Source(name=name, kind=kind, candidates=candidates, headers=table.headers,
+                      explicit=in_file or bool(from_env), missing=missing)
+    base = env.get(URL_ENV[name], "").strip() or table.base_url or DEFAULT_URL[name]
+    env_keys = [k.strip() for k in env.get(KEY_ENV[name], "").split(",") if k.strip()]
+    # The vendor's own API needs a key; any other address (a proxy, a local server) may not.
+    candidates, missing = _candidates(table, base, env_keys, needs_key=DEFAULT_URL[name], env=env)
+    return Source(name=name, kind=kind, candidates=candidates, headers=table.headers,
+                  explicit=bool(candidates or missing), missing=missing)
 
 
-def _candidates(table: _Provider, base: str, extra_keys: list[str], *, keyless: bool,
+def _candidates(table: _Provider, base: str, extra_keys: list[str], *, needs_key: str | None,
                 env: Mapping[str, str]) -> tuple[list[Candidate], list[str]]:
-    """The table's own address with each of its keys, then every `candidates` entry the same way."""
+    """The table's own address with each of its keys, then every `candidates` entry the same way.
+    An address without a key is a candidate too, unless it is `needs_key` (the vendor's own API)."""
     out: list[Candidate] = []
     missing: list[str] = []
     for entry, url, extra in [(table, base, extra_keys), *((c, c.base_url or base, []) for c in table.candidates)]:
-        keys = list(entry.keys)
-        if entry.api_key:
-            keys.append(entry.api_key)
+        keys = [*entry.keys, *([entry.api_key] if entry.api_key else [])]
         if entry.api_key_env:
             if value := env.get(entry.api_key_env, "").strip():
                 keys += [k.strip() for k in value.split(",") if k.strip()]
@@ -236,7 +236,7 @@ def _candidates(table: _Provider, base: str, extra_keys: list[str], *, keyless: 
                 continue  # the user meant a key here: no keyless fallback
         keys += extra
         if keys:
-            out += [Candidate(url, k) for k in dict.fromkeys(keys)]
-        elif keyless or entry is not table:
+            out += [Candidate(url, k) for k in keys]
+        elif url.rstrip("/") != (needs_key or "").rstrip("/"):
             out.append(Candidate(url))
     return list(dict.fromkeys(out)), missing
