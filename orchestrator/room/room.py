@@ -425,7 +425,8 @@ class Room:
                             instructions=spec.instructions, tools=tools.names(), interactive=spec.interactive)
         return Agent(name=member.name, provider=provider, model=model, system=system, tools=tools,
                      workspace=self.workspace, retry=self._retry, cache_key=self.id,
-                     window=spec.context_window or DEFAULT_WINDOW, budget=spec.request_budget)
+                     window=spec.context_window or DEFAULT_WINDOW, budget=spec.request_budget,
+                     compact_at=spec.compact_at or 0.8)
 
     def roster(self) -> list[AgentDef]:
         return [m.spec for n, m in self.members.items() if n != COMMANDER and not m.anonymous]

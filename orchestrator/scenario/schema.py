@@ -50,6 +50,8 @@ class AgentDef(_Strict):
     interactive: bool = False
     context_window: PositiveInt | None = None
     request_budget: PositiveInt | None = None
+    # Our extension: the share of the window at which history is compacted (E5); default 0.8.
+    compact_at: Annotated[float, Meta(gt=0, le=1)] | None = None
     # An agent definition file whose fields this entry overrides. After loading it holds the resolved path.
     from_: str | None = field(default=None, name="from")
 
