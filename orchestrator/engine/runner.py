@@ -29,6 +29,7 @@ from orchestrator.engine.retry import RetryPolicy
 from orchestrator.engine.toolcalls import execute_group, groups
 from orchestrator.providers.base import Assembler, Provider
 from orchestrator.tools.base import Registry
+from orchestrator.tools.session import ToolSession
 
 CANCELLED = "cancelled: the group was stopped before this tool finished"
 
@@ -59,6 +60,11 @@ class Agent:
     window: int = 200_000  # the model's real context window, in tokens
     budget: int | None = None  # tokens per request (E7); default: the window less an output reserve
     compact_at: float = 0.8  # share of the window that triggers compaction (E5)
+    session: ToolSession | None = None  # what tools share; alone, a session over `workspace`
+
+    def __post_init__(self) -> None:
+        if self.session is None:
+            self.session = ToolSession(self.workspace)
 
     @property
     def request_budget(self) -> int:
@@ -160,7 +166,7 @@ async def _run_calls(agent: Agent, calls: list[ToolCallBlock], verdicts: list[st
             runnable = [c for c, i in zip(batch, group) if verdicts[i] != "stop"]
             siblings = tuple(calls)
             done = {r.call_id: (r, end) for r, end in
-                    await execute_group(runnable, agent.tools, agent.name, agent.workspace, siblings)}
+                    await execute_group(runnable, agent.tools, agent.name, agent.session, siblings)}
             for call in batch:
                 result, end = done.get(call.id, (None, None))
                 if end:

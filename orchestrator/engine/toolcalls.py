@@ -12,6 +12,7 @@ import trio
 
 from orchestrator.core.types import ToolCallBlock, ToolResultBlock
 from orchestrator.tools.base import Registry, ToolContext, ToolError, ToolOutput
+from orchestrator.tools.session import ToolSession
 
 log = structlog.get_logger(__name__)
 
@@ -51,10 +52,10 @@ async def execute(call: ToolCallBlock, registry: Registry, ctx: ToolContext) -> 
     return ToolResultBlock(call.id, call.name, out), None
 
 
-async def execute_group(calls: list[ToolCallBlock], registry: Registry, agent: str, workspace: Path,
+async def execute_group(calls: list[ToolCallBlock], registry: Registry, agent: str, session: ToolSession,
                         siblings: tuple[ToolCallBlock, ...]) -> list[tuple[ToolResultBlock, str | None]]:
     def ctx(call: ToolCallBlock) -> ToolContext:
-        return ToolContext(agent=agent, call_id=call.id, workspace=workspace, siblings=siblings)
+        return ToolContext(agent=agent, call_id=call.id, session=session, siblings=siblings)
 
     if len(calls) == 1:
         return [await execute(calls[0], registry, ctx(calls[0]))]

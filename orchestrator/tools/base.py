@@ -13,6 +13,7 @@ from typing import Any, Awaitable, Callable
 import msgspec
 
 from orchestrator.core.types import ImageBlock, ToolCallBlock, ToolSpec
+from orchestrator.tools.session import ToolSession
 
 
 class ToolError(Exception):
@@ -31,8 +32,12 @@ class ToolOutput:
 class ToolContext:
     agent: str
     call_id: str
-    workspace: Path
+    session: ToolSession
     siblings: tuple[ToolCallBlock, ...] = ()  # every call of the same response, in declared order
+
+    @property
+    def workspace(self) -> Path:
+        return self.session.workspace
 
 
 Runner = Callable[[Any, ToolContext], Awaitable["str | ToolOutput"]]

@@ -1,0 +1,54 @@
+"""The state tools share within one room (or one standalone session): where files may be touched,
+what each agent has read (E14), the shell's background jobs, and how to ask the user (E17).
+
+The engine hands it to every tool through ToolContext; the room builds one per room, so a stop
+reaches the jobs and an answer to "may I run this?" reaches the person in front of the room.
+"""
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Awaitable, Callable, Literal
+
+Answer = Literal["once", "run", "deny"]
+Asker = Callable[[str, str, str], Awaitable[Answer]]  # (agent, risk category, what to show) -> answer
+
+
+async def _nobody(agent: str, category: str, summary: str) -> Answer:
+    return "deny"  # with nobody to ask, a risky command does not run
+
+
+class ToolSession:
+    def __init__(self, workspace: Path, *, grants: list[Path] = (), ask: Asker = _nobody,
+                 spawn: Callable[..., None] | None = None):
+        self.workspace = Path(workspace).resolve()
+        self.grants = [Path(g).resolve() for g in grants]  # folders the user granted besides the workspace
+        self.ask = ask
+        self.spawn = spawn  # runs fn(*args) under the group's stop; None outside a room
+        self.allowed: set[tuple[str, str]] = set()  # (agent, category) answered "this run"
+        self._reads = None
+        self._jobs = None
+
+    @property
+    def reads(self):
+        """Read states per (agent, path), for read-before-write (tools/files.py owns the type)."""
+        if self._reads is None:
+            from orchestrator.tools.files import ReadLedger
+            self._reads = ReadLedger()
+        return self._reads
+
+    @property
+    def jobs(self):
+        """Background shell jobs of this session (tools/shell.py owns the type)."""
+        if self._jobs is None:
+            from orchestrator.tools.shell import JobTable
+            self._jobs = JobTable(self)
+        return self._jobs
+
+    async def confirm(self, agent: str, category: str, summary: str) -> bool:
+        """May `agent` do something in `category`? Asks once, or not again after "this run"."""
+        if (agent, category) in self.allowed:
+            return True
+        answer = await self.ask(agent, category, summary)
+        if answer == "run":
+            self.allowed.add((agent, category))
+        return answer in ("once", "run")
