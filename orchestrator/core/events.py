@@ -97,6 +97,15 @@ class ErrorEvent(Event, tag="error"):
     agent: str | msgspec.UnsetType = msgspec.UNSET
 
 
+class Confirm(Event, tag="confirm"):
+    """A tool wants to do something risky (E17): the user answers once, run (this run) or deny."""
+
+    agent: str
+    request_id: str
+    category: str
+    summary: str
+
+
 class Check(Event, tag="check"):
     ok: bool
     failures: list[str] = field(default_factory=list)
@@ -104,7 +113,7 @@ class Check(Event, tag="check"):
 
 AnyEvent = Union[
     MessageEvent, TextDeltaEvent, ToolStart, ToolEnd, Compaction, Retry, State, TaskEvent,
-    Cancelled, Done, ErrorEvent, Check,
+    Cancelled, Done, ErrorEvent, Confirm, Check,
 ]
 
 EVENT_ENCODER = msgspec.json.Encoder()

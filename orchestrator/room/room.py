@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import re
 import time
+import uuid
 from contextlib import aclosing, asynccontextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -18,7 +19,7 @@ import trio
 
 from orchestrator.core.errors import TOO_LONG, InputError, OrchestratorError, ProviderError
 from orchestrator.core.events import (
-    Cancelled, Done, ErrorEvent, Event, State, ToolEnd, message_event,
+    Cancelled, Confirm, Done, ErrorEvent, Event, State, ToolEnd, message_event,
 )
 from orchestrator.core.prompts import render
 from orchestrator.core.types import Draft, Message, TextBlock, ToolResultBlock, Usage
@@ -32,6 +33,7 @@ from orchestrator.scenario.schema import AgentDef, Team
 from orchestrator.store.db import RoomRecord, Store
 from orchestrator.tools.base import Registry
 from orchestrator.tools.files import BUILTIN
+from orchestrator.tools.session import Answer, ToolSession
 
 log = structlog.get_logger(__name__)
 
@@ -83,7 +85,7 @@ class Room:
     """A group chat. Open one with `Room.create` or `Room.open` inside `async with`."""
 
     def __init__(self, store: Store, record: RoomRecord, team: Team, resolve: Resolve, workspace: Path,
-                 nursery: trio.Nursery, retry: RetryPolicy):
+                 nursery: trio.Nursery, retry: RetryPolicy, can_confirm: bool = False):
         self.store, self.record, self.team, self.workspace = store, record, team, workspace
         self.id = record.id
         self.floor = record.floor
@@ -97,6 +99,9 @@ class Room:
         self._numbers: dict[str, int] = {}  # reserved anonymous numbers by run_worker call id
         self._halting: str | None = None
         self.meter = _Meter(self)
+        self.can_confirm = can_confirm  # someone is there to answer risky-command questions
+        self._questions: dict[str, tuple[trio.Event, list[Answer]]] = {}
+        self.tool_session = ToolSession(workspace, ask=self._ask, spawn=self.spawn)
         self._workers = trio.CapacityLimiter(team.limits.max_workers or 1_000_000)
         self.members: dict[str, Member] = {COMMANDER: Member(_commander_spec(team), Partition(COMMANDER))}
         for spec in team.agents:
@@ -111,19 +116,22 @@ class Room:
     @asynccontextmanager
     async def create(cls, store: Store, team: Team, resolve: Resolve, *, name: str = "room",
                      workspace: Path | None = None, retry: RetryPolicy = RetryPolicy(),
-                     on_event: Callable[[Event], None] | None = None) -> AsyncIterator[Room]:
+                     on_event: Callable[[Event], None] | None = None,
+                     can_confirm: bool = False) -> AsyncIterator[Room]:
         workspace = Path(workspace or Path.cwd()).resolve()
         check_team(team)
         meta = {"team": msgspec.to_builtins(team), "workspace": str(workspace)}
         record = await store.create_room(name, floor=COMMANDER, meta=meta)
-        async with cls._running_room(store, record, team, resolve, workspace, retry, [], on_event) as room:
+        async with cls._running_room(store, record, team, resolve, workspace, retry, [], on_event,
+                                     can_confirm) as room:
             yield room
 
     @classmethod
     @asynccontextmanager
     async def open(cls, store: Store, ref: str, resolve: Resolve, *, team: Team | None = None,
                    retry: RetryPolicy = RetryPolicy(),
-                   on_event: Callable[[Event], None] | None = None) -> AsyncIterator[Room]:
+                   on_event: Callable[[Event], None] | None = None,
+                   can_confirm: bool = False) -> AsyncIterator[Room]:
         """Reopen a stored room: history is healed on load, partitions, floor and ledger rebuilt."""
         record = await store.room(ref)
         if record is None:
@@ -132,15 +140,16 @@ class Room:
         check_team(team)
         workspace = Path(record.meta.get("workspace") or Path.cwd())
         messages = await store.load(record.id)
-        async with cls._running_room(store, record, team, resolve, workspace, retry, messages, on_event) as room:
+        async with cls._running_room(store, record, team, resolve, workspace, retry, messages, on_event,
+                                     can_confirm) as room:
             yield room
 
     @classmethod
     @asynccontextmanager
     async def _running_room(cls, store, record, team, resolve, workspace, retry, messages,
-                            on_event) -> AsyncIterator[Room]:
+                            on_event, can_confirm) -> AsyncIterator[Room]:
         async with trio.open_nursery() as nursery:
-            room = cls(store, record, team, resolve, workspace, nursery, retry)
+            room = cls(store, record, team, resolve, workspace, nursery, retry, can_confirm)
             if on_event:
                 room.subscribe(on_event)
             await room._restore(messages)
@@ -191,6 +200,42 @@ class Room:
 
     async def notice(self, text: str, visible_to: list[str]) -> Message:
         return await self._post(Draft(author=ROOM, kind="notice", blocks=[TextBlock(text)], visible_to=visible_to))
+
+    async def _ask(self, agent: str, category: str, summary: str) -> Answer:
+        """A tool's confirmation request: published for whoever follows the room, answered by `answer`."""
+        if not self.can_confirm:
+            return "deny"
+        request_id = "q" + uuid.uuid4().hex[:6]
+        answered, answer = trio.Event(), []
+        self._questions[request_id] = (answered, answer)
+        self._publish(Confirm(ts=time.time(), agent=agent, request_id=request_id, category=category,
+                              summary=summary))
+        self._settling.unpark_all()
+        try:
+            await answered.wait()
+        finally:
+            del self._questions[request_id]
+        await self.notice(f"The user answered {answer[0]!r} to {agent}'s request ({category}).", [USER, agent])
+        return answer[0]
+
+    @property
+    def asking(self) -> list[str]:
+        """Open confirmation requests, oldest first."""
+        return list(self._questions)
+
+    def answer(self, reply: Answer, request_id: str | None = None) -> None:
+        """Answer a confirmation request (the oldest open one unless `request_id` says which)."""
+        if not self._questions:
+            raise InputError("there is no confirmation request to answer")
+        answered, answer = self._questions[request_id or next(iter(self._questions))]
+        answer.append(reply)
+        answered.set()
+
+    async def question_or_idle(self) -> bool:
+        """Wait until a confirmation request is open (True) or the room is idle (False)."""
+        while self._running and not self._questions:
+            await self._settling.park()
+        return bool(self._questions)
 
     async def set_floor(self, owner: str) -> None:
         if owner == self.floor:
@@ -424,7 +469,7 @@ class Room:
             system = render("worker.md.j2", name=spec.name, description=spec.description,
                             instructions=spec.instructions, tools=tools.names(), interactive=spec.interactive)
         return Agent(name=member.name, provider=provider, model=model, system=system, tools=tools,
-                     workspace=self.workspace, retry=self._retry, cache_key=self.id,
+                     workspace=self.workspace, session=self.tool_session, retry=self._retry, cache_key=self.id,
                      window=spec.context_window or DEFAULT_WINDOW, budget=spec.request_budget,
                      compact_at=spec.compact_at or 0.8)
 
