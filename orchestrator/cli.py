@@ -1,4 +1,4 @@
-"""The `orchestrator` command: run, check, rooms, show and export (scenario-format.md).
+"""The `orchestrator` command: run, check, models, rooms, show and export (scenario-format.md).
 
 Exit codes: 0 ran and held, 1 an expectation failed, 2 bad input, 3 the run failed. A person
 sees one or two lines per problem; tracebacks only with --debug.
@@ -9,6 +9,7 @@ import argparse
 import os
 import sys
 import time
+from contextlib import AsyncExitStack
 from pathlib import Path
 
 import msgspec
@@ -18,6 +19,8 @@ import trio
 from orchestrator.core.errors import InputError
 from orchestrator.core.events import EVENT_ENCODER, Event, message_event
 from orchestrator.core.log import configure
+from orchestrator.providers.config import VENDORS
+from orchestrator.providers.registry import Registry, Resolver
 from orchestrator.scenario.loader import load_scenario
 from orchestrator.scenario.runner import run_scenario
 from orchestrator.store.db import Store
@@ -41,10 +44,19 @@ def _json_out(ev: Event) -> None:
 
 async def cmd_run(args) -> int:
     scn = load_scenario(args.file)
-    if args.model:
-        raise InputError(f"--model {args.model}: no real provider is configured in this build yet")
     sink = _json_out if args.json else Printer()
-    result = await run_scenario(scn, db=args.db, workspace=args.workspace, on_event=sink)
+    real = [a.model for a in (scn.team.commander, *scn.team.agents) if a.model not in ("scripted", "")]
+    async with AsyncExitStack() as stack:
+        model: Resolver | None = None
+        if args.model or real:
+            registry = await stack.enter_async_context(Registry.load())
+            if args.model:
+                model = registry.forcing(args.model)
+            else:
+                for name in real:
+                    registry.resolve(name)  # a missing key is bad input, found before any room exists
+                model = registry
+        result = await run_scenario(scn, db=args.db, workspace=args.workspace, model=model, on_event=sink)
     if result.failed_run:
         return 3
     return 0 if result.check.ok else 1
@@ -142,6 +154,32 @@ async def cmd_export(args) -> int:
     return 0
 
 
+_PROTOCOL = {"openai": "OpenAI-compatible", "anthropic": "Anthropic messages"}
+
+
+async def cmd_models(args) -> int:
+    """Every provider and endpoint, its candidates (keys masked) checked at once, and what to set."""
+    async with Registry.load() as registry:
+        checks = await registry.check(timeout=args.timeout)
+    for c in checks:
+        if args.json:
+            print(msgspec.json.encode(c).decode())
+            continue
+        if not c.configured:
+            print(c.hint)
+            continue
+        endpoint = "" if c.name in VENDORS else ", endpoint"
+        print(f"{c.name} ({_PROTOCOL[c.kind]}{endpoint})")
+        for cand in c.candidates:
+            state = "ok     " if cand.ok else "FAILED "
+            problem = f" — {cand.error_class}: {cand.error}" if not cand.ok else ""
+            print(f"  {state} {cand.key} at {cand.base_url}{problem}")
+        if c.hint:
+            print(f"  {c.hint}")
+    # Only what the user set up counts as a failure: an absent default Ollama is information.
+    return 1 if any(not cand.ok for c in checks if c.explicit for cand in c.candidates) else 0
+
+
 def parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="orchestrator", description="A multi-agent group-chat orchestrator.")
     p.add_argument("--debug", action="store_true", help="detailed logs and tracebacks")
@@ -155,6 +193,11 @@ def parser() -> argparse.ArgumentParser:
     r.add_argument("--db", type=Path, help="keep the room in this SQLite file (default: a temporary one)")
     r.add_argument("--workspace", type=Path, help="the agents' workspace folder")
     r.set_defaults(fn=cmd_run)
+
+    m = sub.add_parser("models", help="list configured providers and endpoints and check their keys")
+    m.add_argument("--json", action="store_true", help="one JSON object per provider")
+    m.add_argument("--timeout", type=float, default=10.0, help="seconds to wait for each check (default: %(default)s)")
+    m.set_defaults(fn=cmd_models)
 
     c = sub.add_parser("check", help="run every scenario and report pass/fail per file")
     c.add_argument("paths", nargs="+", metavar="FILE_OR_FOLDER")

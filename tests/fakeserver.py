@@ -105,6 +105,8 @@ class FakeServer:
                 except (BrokenPipeError, ConnectionResetError):
                     self.close_connection = True
 
+            do_GET = do_POST  # GET (validate_auth's /models) is answered from the same queue
+
         self._httpd = _Server(("127.0.0.1", 0), Handler)
         self._thread = threading.Thread(target=self._httpd.serve_forever, daemon=True)
 

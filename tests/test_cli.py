@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -28,9 +29,9 @@ CONTRACT = {
 }
 
 
-def cli(*args: str, cwd: Path = ROOT) -> subprocess.CompletedProcess:
+def cli(*args: str, cwd: Path = ROOT, env: dict | None = None) -> subprocess.CompletedProcess:
     return subprocess.run([sys.executable, "-m", "orchestrator", *args], cwd=cwd, capture_output=True,
-                          text=True, timeout=60)
+                          text=True, timeout=60, env=env)
 
 
 def events(stdout: str) -> list[dict]:
@@ -94,8 +95,12 @@ def test_run_failure_exits_3(tmp_path):
 
 
 def test_model_without_provider_is_bad_input(tmp_path):
-    out = cli("run", str(SCENARIOS / "greeting.yaml"), "--model", "openai/gpt-4.1-mini")
-    assert out.returncode == 2 and "no real provider" in out.stderr
+    env = {k: v for k, v in os.environ.items()
+           if not k.startswith(("OPENAI_", "ANTHROPIC_", "OLLAMA_", "ORCHESTRATOR_CONFIG"))}
+    env["XDG_CONFIG_HOME"] = str(tmp_path)  # no config file there
+    out = cli("run", str(SCENARIOS / "greeting.yaml"), "--model", "openai/gpt-4.1-mini", env=env)
+    assert out.returncode == 2 and "OPENAI_API_KEY" in out.stderr
+    assert "Traceback" not in out.stderr
 
 
 def test_rooms_show_export_on_a_kept_database(tmp_path):

@@ -2,8 +2,8 @@
 from __future__ import annotations
 
 import re
+import socket
 from contextlib import aclosing
-from typing import AsyncIterator
 
 import httpx
 import msgspec
@@ -31,7 +31,7 @@ def request(messages: list[ModelMessage] | None = None, **kw) -> Request:
                    messages=messages if messages is not None else [ModelMessage("user", [TextBlock("hi")])], **kw)
 
 
-def stream(*blocks: dict, stop: str = "end_turn", usage: dict | None = None, end: bool = True) -> list[bytes]:
+def stream(*blocks: dict, stop: str | None = "end_turn", end: bool = True) -> list[bytes]:
     """A whole reply: message_start, the given events, message_delta and (unless cut) message_stop."""
     start = {"type": "message_start", "message": {
         "id": "msg_1", "type": "message", "role": "assistant", "model": MODEL, "content": [],
@@ -39,7 +39,7 @@ def stream(*blocks: dict, stop: str = "end_turn", usage: dict | None = None, end
         "usage": {"input_tokens": 12, "cache_creation_input_tokens": 0, "cache_read_input_tokens": 0,
                   "output_tokens": 1}}}
     tail = [{"type": "message_delta", "delta": {"stop_reason": stop, "stop_sequence": None},
-             "usage": usage or {"output_tokens": 7}}]
+             "usage": {"output_tokens": 7}}]
     if end:
         tail.append({"type": "message_stop"})
     return sse(start, *blocks, *tail, event_names=True)
@@ -68,10 +68,17 @@ def tool_block(i: int, id: str, name: str, *fragments: str) -> list[dict]:  # no
             {"type": "content_block_stop", "index": i}]
 
 
-@pytest.fixture
-def server():
-    with FakeServer() as srv:
+@pytest.fixture(scope="module")
+def shared_server():
+    with FakeServer() as srv:  # one per module: each shutdown costs half a second of polling
         yield srv
+
+
+@pytest.fixture
+def server(shared_server):
+    shared_server.replies.clear()
+    shared_server.requests.clear()
+    return shared_server
 
 
 @pytest.fixture
@@ -154,8 +161,10 @@ async def test_pings_and_unknown_events_are_ignored(server, provider):
         {"type": "content_block_stop", "index": 0},
         {"type": "ping"},
         {"type": "brand_new_event", "payload": [1, 2]},
-        *text_block(1, "fine"),
+        *text_block(1, "fine")[:2],
+        {"type": "content_block_delta", "index": 1, "delta": {"type": "citations_delta", "citation": {}}},
         {"type": "content_block_delta", "index": 1, "delta": {"type": "future_delta", "x": 1}},
+        {"type": "content_block_stop", "index": 1},
     )
     chunks.insert(1, b": a comment line\n\n")
     server.replies.append(Reply(chunks=chunks))
@@ -296,6 +305,20 @@ async def test_stalled_stream_times_out(server):
     await client.aclose()
 
 
+async def test_early_stop_and_cancel_leave_nothing_open(server, provider):
+    server.replies.append(Reply(chunks=stream(*text_block(0, "a", "b", "c"))))
+    async with aclosing(provider.stream(request())) as evs:
+        async for ev in evs:
+            assert ev == TextDelta("a")
+            break
+    server.replies.append(Reply(chunks=stream(*text_block(0, "a", "b")), stall=2.0, stall_at=3))
+    with trio.move_on_after(0.3) as scope:
+        await events_of(provider)
+    assert scope.cancelled_caught
+    server.replies.append(Reply(chunks=stream(*text_block(0, "again"))))
+    assert (await events_of(provider))[0] == TextDelta("again")  # the client is still usable
+
+
 async def test_key_never_in_error_messages(server, provider):
     server.replies.append(json_body(401, _err("authentication_error", f"invalid x-api-key: {KEY}")))
     server.replies.append(Reply(status=403, chunks=[f"forbidden for {KEY}".encode()], content_type="text/plain"))
@@ -307,9 +330,10 @@ async def test_key_never_in_error_messages(server, provider):
 
 
 async def test_unreachable_server():
-    with FakeServer() as srv:
-        url = srv.url
-    p = Anthropic(base_url=url, api_key=KEY)
+    with socket.socket() as s:  # a port nobody listens on
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    p = Anthropic(base_url=f"http://127.0.0.1:{port}", api_key=KEY)
     with pytest.raises(E.ConnectionError):
         await events_of(p)
     with pytest.raises(E.ConnectionError):
@@ -432,55 +456,114 @@ JSON = st.recursive(st.none() | st.booleans() | st.integers(-2, 3) | st.text(max
                     lambda inner: st.lists(inner, max_size=3) | st.dictionaries(st.text(max_size=4), inner, max_size=3),
                     max_leaves=6)
 SHORT = st.text(max_size=6) | JSON
-FRAGMENT = st.sampled_from(["", "{", '{"a": ', "1", "}", "[]", '"x"', "nul"]) | st.text(max_size=4)
+FRAGMENT = st.sampled_from(["", "{", '{"a": ', "1", "}", "[]", '"x"', "nul", '{"a": 1}']) | st.text(max_size=4)
 DELTA = st.fixed_dictionaries(
     {"type": st.sampled_from(["text_delta", "thinking_delta", "signature_delta", "input_json_delta", "other"])},
     optional={"text": SHORT, "thinking": SHORT, "signature": SHORT, "partial_json": FRAGMENT | JSON})
-BLOCK = st.fixed_dictionaries(
-    {"type": st.sampled_from(["text", "thinking", "redacted_thinking", "tool_use", "other"]) | JSON},
-    optional={"text": SHORT, "thinking": SHORT, "data": SHORT, "id": SHORT, "name": SHORT, "input": JSON})
+BLOCK_FIELDS = st.fixed_dictionaries(
+    {}, optional={"text": SHORT, "thinking": SHORT, "data": SHORT, "id": SHORT, "name": SHORT, "input": JSON})
+DELTA_FOR = {  # the deltas each block kind really gets, so sequences reach deep states often
+    "text": st.builds(lambda t: {"type": "text_delta", "text": t}, SHORT),
+    "thinking": st.builds(lambda t, sig: {"type": "thinking_delta" if sig else "signature_delta",
+                                          "thinking" if sig else "signature": t}, SHORT, st.booleans()),
+    "tool_use": st.builds(lambda f: {"type": "input_json_delta", "partial_json": f}, FRAGMENT | JSON),
+}
+KINDS = st.sampled_from(["text", "thinking", "redacted_thinking", "tool_use", "server_tool_use"])
 USAGE = st.dictionaries(st.sampled_from(["input_tokens", "output_tokens", "cache_read_input_tokens",
                                          "cache_creation_input_tokens"]), st.none() | st.integers(0, 99) | JSON)
+STOPS = st.sampled_from(["end_turn", "tool_use", "model_context_window_exceeded", "pause_turn", "weird"]) | JSON
+ERROR = st.fixed_dictionaries({}, optional={"type": st.sampled_from(["overloaded_error", "x"]) | SHORT,
+                                            "message": SHORT, "details": JSON})
 EVENT = st.builds(
     lambda name, typed, body: {**({"type": name} if typed else {}), **body},
-    st.sampled_from(NAMES), st.booleans(),
+    st.sampled_from(NAMES) | JSON, st.booleans(),
     st.fixed_dictionaries({}, optional={
-        "index": st.integers(0, 2) | JSON, "delta": DELTA | st.fixed_dictionaries(
-            {}, optional={"stop_reason": st.sampled_from(["end_turn", "tool_use", "model_context_window_exceeded",
-                                                          "pause_turn", "weird"]) | JSON}) | JSON,
-        "content_block": BLOCK | JSON, "usage": USAGE | JSON, "message": st.fixed_dictionaries(
-            {}, optional={"usage": USAGE | JSON}) | JSON,
-        "error": st.fixed_dictionaries({}, optional={"type": SHORT, "message": SHORT, "details": JSON}) | JSON}))
+        "index": st.integers(0, 2) | JSON,
+        "delta": DELTA | st.fixed_dictionaries({}, optional={"stop_reason": STOPS}) | JSON,
+        "content_block": st.builds(lambda kind, rest: {"type": kind, **rest}, KINDS | JSON, BLOCK_FIELDS) | JSON,
+        "usage": USAGE | JSON, "message": st.fixed_dictionaries({}, optional={"usage": USAGE | JSON}) | JSON,
+        "error": ERROR | JSON}))
+
+
+@st.composite
+def plausible_stream(draw) -> list[dict]:
+    """A well-formed reply with random payloads, then a few random drops, repeats and foreign events."""
+    evs: list[dict] = [{"type": "message_start", "message": {"usage": draw(USAGE)}}]
+    for i in range(draw(st.integers(0, 4))):
+        kind = draw(KINDS)
+        evs.append({"type": "content_block_start", "index": i, "content_block": {"type": kind, **draw(BLOCK_FIELDS)}})
+        deltas = st.lists(DELTA_FOR.get(kind, DELTA) | DELTA, max_size=3)
+        evs += [{"type": "content_block_delta", "index": i, "delta": d} for d in draw(deltas)]
+        evs.append({"type": "content_block_stop", "index": i})
+    evs.append({"type": "message_delta", "delta": {"stop_reason": draw(STOPS)}, "usage": draw(USAGE)})
+    evs.append({"type": "message_stop"})
+    for _ in range(draw(st.integers(0, 3))):
+        at = draw(st.integers(0, len(evs)))
+        op = draw(st.sampled_from(["drop", "repeat", "insert", "error"]))
+        if op == "drop" and at < len(evs):
+            del evs[at]
+        elif op == "repeat" and at < len(evs):
+            evs.insert(at, evs[at])
+        elif op == "insert":
+            evs.insert(at, draw(EVENT))
+        elif op == "error":
+            evs.insert(at, {"type": "error", "error": draw(ERROR)})
+    return evs
+
+
+def _wire(ev: dict, named: bool) -> str:
+    name = ev.get("type")
+    head = f"event: {name}\n" if named and isinstance(name, str) and "\n" not in name and "\r" not in name else ""
+    return head + f"data: {msgspec.json.encode(ev).decode()}\n\n"
+
+
 WIRE_EVENT = st.one_of(
-    st.builds(lambda name, ev, named: (f"event: {name}\n" if named else "") + f"data: {msgspec.json.encode(ev).decode()}\n\n",
-              st.sampled_from(NAMES), EVENT, st.booleans()),
+    st.builds(_wire, EVENT, st.booleans()),
     st.text(max_size=30),  # garbage lines, half events, comments
 )
 
 
-async def _lines(text: str) -> AsyncIterator[str]:
-    for line in re.split(r"\r\n|\r|\n", text):
-        yield line
+class _Lines:
+    """Lines as httpx's aiter_lines splits them; a plain iterator, so nothing is left to close."""
+
+    def __init__(self, text: str):
+        self._lines = iter(re.split(r"\r\n|\r|\n", text))
+
+    def __aiter__(self) -> _Lines:
+        return self
+
+    async def __anext__(self) -> str:
         await trio.lowlevel.checkpoint()
+        try:
+            return next(self._lines)
+        except StopIteration:
+            raise StopAsyncIteration from None
 
 
 async def _run(text: str) -> None:
     parser, asm = StreamParser(secrets=[KEY]), Assembler()
     try:
-        async with aclosing(iter_sse(_lines(text))) as items:
+        async with aclosing(iter_sse(_Lines(text))) as items:
             async for item in items:
                 for ev in parser.feed(item):
                     assert isinstance(ev, (TextDelta, ThinkingDelta, ToolCallDone, StreamEnd))
-                    asm.feed(ev)  # well-typed fields, or joining them would fail here
+                    assert msgspec.convert(msgspec.to_builtins(ev), type(ev)) == ev  # every field well-typed
+                    asm.feed(ev)
         parser.finish()
     except E.ProviderError:
         pass
 
 
-@settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=200, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(st.lists(WIRE_EVENT, max_size=12))
-async def test_fuzz_event_sequences(wire):
+async def test_fuzz_random_event_sequences(wire):
     await _run("".join(wire))
+
+
+@settings(max_examples=200, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(plausible_stream(), st.lists(st.booleans(), min_size=30, max_size=30))
+async def test_fuzz_plausible_streams(evs, named):
+    await _run("".join(_wire(ev, n) for ev, n in zip(evs, named + [True] * len(evs))))
 
 
 @settings(max_examples=200, deadline=None)

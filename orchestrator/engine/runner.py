@@ -99,10 +99,11 @@ async def run_turn(agent: Agent, partition: Partition, commit: Commit,
             partition.mark_read()
             asm = Assembler()
             try:
-                async for ev in agent.provider.stream(request):
-                    asm.feed(ev)
-                    if isinstance(ev, TextDelta):
-                        yield TextDeltaEvent(ts=time.time(), agent=agent.name, text=ev.text)
+                async with aclosing(agent.provider.stream(request)) as stream:
+                    async for ev in stream:
+                        asm.feed(ev)
+                        if isinstance(ev, TextDelta):
+                            yield TextDeltaEvent(ts=time.time(), agent=agent.name, text=ev.text)
                 break
             except ContextOverflowError:
                 # E10: compact and retry once; if that cannot help, the overflow goes up (E9)

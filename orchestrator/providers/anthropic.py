@@ -3,7 +3,7 @@ the streamed reply parsed into stream events, with every failure mapped to an er
 """
 from __future__ import annotations
 
-from contextlib import aclosing
+from contextlib import aclosing, asynccontextmanager, suppress
 from typing import Any, AsyncIterator, Callable, Sequence
 
 import httpx
@@ -229,6 +229,11 @@ class StreamParser:
         self._blocks: dict[int, _Open] = {}
         self._usage: dict[str, int] = {}
         self._stop: str | None = None
+        self._handlers = {
+            "message_start": self._message_start, "content_block_start": self._block_start,
+            "content_block_delta": self._block_delta, "content_block_stop": self._block_stop,
+            "message_delta": self._message_delta, "message_stop": self._message_stop, "error": self._error,
+        }
 
     def feed(self, sse: SSE) -> list[StreamEvent]:
         if self.done:
@@ -241,11 +246,7 @@ class StreamParser:
             raise self._protocol(f"a {sse.event!r} event is not a JSON object: {sse.data[:200]!r}")
         # Every Anthropic event is named; the name is repeated in data.type for unnamed relays
         kind = sse.event if sse.event != "message" else str(data.get("type"))
-        handler = {
-            "message_start": self._message_start, "content_block_start": self._block_start,
-            "content_block_delta": self._block_delta, "content_block_stop": self._block_stop,
-            "message_delta": self._message_delta, "message_stop": self._message_stop, "error": self._error,
-        }.get(kind)
+        handler = self._handlers.get(kind)
         if handler is None:  # ping and event types newer than this code
             return []
         try:
@@ -339,7 +340,27 @@ class StreamParser:
 
 # --- provider ---------------------------------------------------------------------------
 
+@asynccontextmanager
+async def _sse_events(resp: httpx.Response) -> AsyncIterator[AsyncIterator[SSE]]:
+    """The SSE events of a response, cleaned up however reading stops.
+
+    httpx's body iterator is a chain of async generators, and leaving it early strands them (trio warns when
+    they are collected): closing the response and reading on lets the closed socket's error end every link.
+    """
+    lines = resp.aiter_lines()
+    try:
+        async with aclosing(iter_sse(lines)) as events:
+            yield events
+    finally:
+        await resp.aclose()
+        with suppress(httpx.HTTPError, httpx.StreamError):
+            async for _ in lines:
+                pass
+
+
 class Anthropic:
+    """One Anthropic endpoint and key; `stream` is the only call the engine makes (P1)."""
+
     def __init__(self, *, id: str = "anthropic", base_url: str = "https://api.anthropic.com",  # noqa: A002
                  api_key: str | None = None, client: httpx.AsyncClient | None = None,
                  version: str = "2023-06-01", max_tokens_for: Callable[[str], int] = lambda model: 8192):
@@ -362,7 +383,7 @@ class Anthropic:
                 if not resp.is_success:
                     await resp.aread()
                     raise self._http_error(resp)
-                async with aclosing(iter_sse(resp.aiter_lines())) as events:
+                async with _sse_events(resp) as events:
                     async for sse in events:
                         for ev in parser.feed(sse):
                             yield ev

@@ -4,6 +4,7 @@ The engine sees only this: every vendor quirk stays inside its provider module.
 """
 from __future__ import annotations
 
+from contextlib import aclosing
 from typing import AsyncIterator, Protocol
 
 from msgspec import Struct, field
@@ -80,8 +81,9 @@ class Assembler:
 async def complete(provider: Provider, request: Request) -> Response:
     """Non-streaming call: consumes the same stream (one implementation, E1)."""
     asm = Assembler()
-    async for ev in provider.stream(request):
-        asm.feed(ev)
+    async with aclosing(provider.stream(request)) as stream:
+        async for ev in stream:
+            asm.feed(ev)
     return asm.response
 
 

@@ -85,7 +85,7 @@ BUILTIN: dict[str, ModelInfo] = {
 }
 
 UNKNOWN = ModelInfo(context_window=32_768, max_output=4_096,
-                    note="not in the catalog: conservative defaults; set [models.\"PROVIDER/MODEL\"] in the config file")
+                    note='not in the catalog: conservative defaults; set [models."PROVIDER/MODEL"] in the config file')
 
 
 class Override(Struct, forbid_unknown_fields=True, kw_only=True):

@@ -74,17 +74,15 @@ class Config(Struct, kw_only=True):
         return f"~/{self.path.relative_to(home)}" if self.path.is_relative_to(home) else str(self.path)
 
     def hint(self, name: str) -> str:
-        """What to set so that `name` works: the message for a provider that cannot be used."""
-        src = self.sources.get(name)
-        if src is not None and src.missing:
+        """What to set so that `name` has a candidate (only sources without one need it)."""
+        src = self.sources[name]
+        if src.missing:
             return (f"{name}: not configured — set {' or '.join(src.missing)} "
                     f"(named by api_key_env in {self.shown_path})")
-        if name == "ollama":
-            return "ollama: start `ollama serve` or set OLLAMA_HOST"
-        if name in KEY_ENV:
-            return (f"{name}: not configured — set {KEY_ENV[name]}, or add [providers.{name}] keys "
-                    f"to {self.shown_path}")
-        return f"{name}: not configured — add [endpoints.{name}] with a base_url to {self.shown_path}"
+        # Without a key variable named in the file only a vendor can lack candidates: Ollama and
+        # endpoints fall back to their address without a key.
+        return (f"{name}: not configured — set {KEY_ENV[name]}, or add [providers.{name}] keys "
+                f"to {self.shown_path}")
 
     def nothing_configured(self) -> str:
         return ("no model provider is configured — set OPENAI_API_KEY or ANTHROPIC_API_KEY, add "
@@ -153,6 +151,7 @@ def load_config(env: Mapping[str, str] | None = None) -> Config:
                              f"{', '.join(VENDORS)}; for another server use [endpoints.{name}]")
     for name, vendor in VENDORS.items():
         table = _convert(providers.get(name, {}), _Provider, f"providers.{name}", where)
+        _no_headers(table.headers, vendor, f"providers.{name}", where)
         sources[name] = _vendor(name, vendor, table, name in providers, env)
     for name, value in endpoints.items():
         section = f"endpoints.{name}"
@@ -164,8 +163,7 @@ def load_config(env: Mapping[str, str] | None = None) -> Config:
         table = _convert(value, _Endpoint, section, where)
         if not table.base_url:
             raise InputError(f"{where}: [{section}]: base_url is required")
-        if table.headers and table.kind == "anthropic":
-            raise InputError(f"{where}: [{section}]: headers are supported for kind = \"openai\" only")
+        _no_headers(table.headers, table.kind, section, where)
         candidates, missing = _candidates(table, table.base_url, [], needs_key=None, env=env)
         sources[name] = Source(name=name, kind=table.kind, candidates=candidates, headers=table.headers,
                                missing=missing)
@@ -205,10 +203,16 @@ def _convert(value: Any, cls: type[_S], section: str, where: str) -> _S:
         raise InputError(f"{where}: {msg}") from None
 
 
+def _no_headers(headers: dict[str, str], kind: Kind, section: str, where: str) -> None:
+    # The Anthropic provider sends only its own headers; extra ones would be silently dropped.
+    if headers and kind == "anthropic":
+        raise InputError(f"{where}: [{section}]: headers are supported for OpenAI-compatible servers only")
+
+
 def _vendor(name: str, kind: Kind, table: _Provider, in_file: bool, env: Mapping[str, str]) -> Source:
     if name == "ollama":
         from_env = env.get("OLLAMA_HOST", "").strip()
-        base = ollama_url(from_env) if from_env else table.base_url or DEFAULT_URL[name]
+        base = ollama_url(from_env or table.base_url or DEFAULT_URL[name])
         candidates, missing = _candidates(table, base, [], needs_key=None, env=env)
         return Source(name=name, kind=kind, candidates=candidates, headers=table.headers,
                       explicit=in_file or bool(from_env), missing=missing)
@@ -228,15 +232,15 @@ def _candidates(table: _Provider, base: str, extra_keys: list[str], *, needs_key
     missing: list[str] = []
     for entry, url, extra in [(table, base, extra_keys), *((c, c.base_url or base, []) for c in table.candidates)]:
         keys = [*entry.keys, *([entry.api_key] if entry.api_key else [])]
-        if entry.api_key_env:
-            if value := env.get(entry.api_key_env, "").strip():
-                keys += [k.strip() for k in value.split(",") if k.strip()]
-            else:
-                missing.append(entry.api_key_env)
-                continue  # the user meant a key here: no keyless fallback
+        unset = bool(entry.api_key_env) and not env.get(entry.api_key_env, "").strip()
+        if unset:
+            missing.append(entry.api_key_env)
+        elif entry.api_key_env:
+            keys += [k.strip() for k in env[entry.api_key_env].split(",") if k.strip()]
         keys += extra
         if keys:
             out += [Candidate(url, k) for k in keys]
-        elif url.rstrip("/") != (needs_key or "").rstrip("/"):
+        elif not unset and url.rstrip("/") != (needs_key or "").rstrip("/"):
+            # No key was asked for: a local server. (An unset variable means one was: no keyless fallback.)
             out.append(Candidate(url))
     return list(dict.fromkeys(out)), missing

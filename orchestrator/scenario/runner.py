@@ -18,6 +18,7 @@ from orchestrator.core.events import Check, Event
 from orchestrator.core.types import Usage
 from orchestrator.engine.retry import RetryPolicy
 from orchestrator.providers.base import Provider
+from orchestrator.providers.registry import Registry
 from orchestrator.providers.scripted import Reply, ScriptedProvider
 from orchestrator.room.room import Room
 from orchestrator.scenario.expect import Outcome, check
@@ -75,12 +76,14 @@ async def run_scenario(scn: Scenario, *, db: Path | None = None, workspace: Path
     scripted = ScriptedProvider({q: [reply(i) for i in items] for q, items in scn.models.items()})
 
     def resolve(model_string: str) -> tuple[Provider, str]:
+        # A registry routes each agent by its own model string, so scripted agents keep their script;
+        # any other resolver (--model) takes every agent.
+        if model_string in ("scripted", "") and (model is None or isinstance(model, Registry)):
+            return scripted, "scripted"
         if model is not None:
             return model(model_string)
-        if model_string in ("scripted", ""):
-            return scripted, "scripted"
-        raise InputError(f"model {model_string!r}: only the scripted model is available in this build; "
-                         f"use `model: scripted` or pass --model")
+        raise InputError(f"model {model_string!r}: no provider registry was given to this run; "
+                         f"use `model: scripted` or run it through `orchestrator run`")
 
     with tempfile.TemporaryDirectory(prefix="orchestrator-") as tmp:
         ws = prepare_workspace(scn, workspace, tmp)
