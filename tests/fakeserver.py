@@ -108,7 +108,8 @@ class FakeServer:
             do_GET = do_POST  # GET (validate_auth's /models) is answered from the same queue
 
         self._httpd = _Server(("127.0.0.1", 0), Handler)
-        self._thread = threading.Thread(target=self._httpd.serve_forever, daemon=True)
+        self._thread = threading.Thread(target=self._httpd.serve_forever, kwargs={"poll_interval": 0.05},
+                                        daemon=True)
 
     @property
     def url(self) -> str:

@@ -22,21 +22,29 @@ _TRY_AGAIN = re.compile(r"try again in ([\d.]+)\s*(ms|s)\b", re.I)
 
 def retry_after(headers: httpx.Headers, message: str = "") -> float | None:
     """Seconds the server asked us to wait: retry-after-ms, then retry-after (seconds or a date), then the message."""
-    if (ms := headers.get("retry-after-ms")) is not None:
-        try:
-            return max(0.0, float(ms) / 1000)
-        except ValueError:
-            pass
+    if (ms := headers.get("retry-after-ms")) is not None and (wait := _seconds(ms)) is not None:
+        return wait / 1000
     if (value := headers.get("retry-after")) is not None:
+        if (wait := _seconds(value)) is not None:
+            return wait
         try:
-            return max(0.0, float(value))
-        except ValueError:
-            when = email.utils.parsedate_to_datetime(value) if value else None
-            if when is not None:
-                return max(0.0, when.timestamp() - time.time())
-    if m := _TRY_AGAIN.search(message):
-        return float(m.group(1)) / (1000 if m.group(2).lower() == "ms" else 1)
+            when = email.utils.parsedate_to_datetime(value)
+        except (TypeError, ValueError):
+            when = None
+        if when is not None:
+            return max(0.0, when.timestamp() - time.time())
+    if (m := _TRY_AGAIN.search(message)) and (wait := _seconds(m.group(1))) is not None:
+        return wait / (1000 if m.group(2).lower() == "ms" else 1)
     return None
+
+
+def _seconds(text: str) -> float | None:
+    """A finite, non-negative number of seconds, or None for anything else ("soon", "inf", "-1")."""
+    try:
+        value = float(text)
+    except ValueError:
+        return None
+    return value if 0 <= value < 1e7 else None
 
 
 def is_overflow(message: str) -> bool:

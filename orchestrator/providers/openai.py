@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import hashlib
 import secrets as _random
+from contextlib import aclosing
 from typing import Any, AsyncIterator
 
 import httpx
@@ -229,9 +230,10 @@ class ChunkParser:
     """Turns the SSE events of one response into StreamEvents; knows nothing of sockets.
 
     Text and thinking go out as they come; tool calls are assembled by `index` and go out from
-    `finish()`, once their arguments are whole. The answer is complete when a finish_reason has
-    arrived: Ollama and vLLM are not reliable about `[DONE]`, while a cut stream never has a
-    finish_reason (Ollama's failed streams just stop). `done` says `[DONE]` arrived: stop reading.
+    `finish()`, once their arguments are whole. The answer is complete once a finish_reason has
+    arrived, with or without `[DONE]`: servers differ on sending `[DONE]` (vLLM sends it even after an
+    error), while a cut stream never has a finish_reason (Ollama's failed streams just stop).
+    `done` says `[DONE]` arrived: nothing after it counts, so the caller stops reading.
     """
 
     def __init__(self, provider: str, keys: list[str] | None = None):
@@ -267,7 +269,7 @@ class ChunkParser:
             if choice.index != 0:
                 continue  # `n` is never set, so other choices are noise
             if d := choice.delta:
-                # Some vLLM builds fill both reasoning fields with the same text: take one.
+                # A server may fill both names with the same text (old and new spelling): take one.
                 if thinking := d.reasoning or d.reasoning_content:
                     events.append(ThinkingDelta(thinking))
                 if d.content:
@@ -358,11 +360,12 @@ class OpenAICompatible:
                 if not resp.is_success:
                     await resp.aread()
                     raise self._http_error(resp)
-                async for sse in iter_sse(resp.aiter_lines()):
-                    for ev in parser.feed(sse):
-                        yield ev
-                    if parser.done:
-                        break  # some servers keep the connection open after [DONE]
+                async with aclosing(resp.aiter_lines()) as lines, aclosing(iter_sse(lines)) as events:
+                    async for sse in events:
+                        for ev in parser.feed(sse):
+                            yield ev
+                        if parser.done:
+                            break  # some servers keep the connection open after [DONE]
         except httpx.TransportError as exc:
             # After finish_reason the answer is whole: a fault while waiting for usage or [DONE] costs only the counts.
             if parser.finish_reason is None:

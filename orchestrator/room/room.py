@@ -214,7 +214,7 @@ class Room:
         try:
             await answered.wait()
         finally:
-            del self._questions[request_id]
+            self._questions.pop(request_id, None)
         await self.notice(f"The user answered {answer[0]!r} to {agent}'s request ({category}).", [USER, agent])
         return answer[0]
 
@@ -227,7 +227,7 @@ class Room:
         """Answer a confirmation request (the oldest open one unless `request_id` says which)."""
         if not self._questions:
             raise InputError("there is no confirmation request to answer")
-        answered, answer = self._questions[request_id or next(iter(self._questions))]
+        answered, answer = self._questions.pop(request_id or next(iter(self._questions)))
         answer.append(reply)
         answered.set()
 

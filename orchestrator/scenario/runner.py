@@ -89,11 +89,11 @@ async def run_scenario(scn: Scenario, *, db: Path | None = None, workspace: Path
         ws = prepare_workspace(scn, workspace, tmp)
         store = await Store.open(db or Path(tmp) / "room.db")
         try:
-            room_id = await _play(scn, store, resolve, ws, sink, retry)
+            room_id, problems = await _play(scn, store, resolve, ws, sink, retry)
             record = await store.room(room_id)
             outcome = Outcome(messages=await store.load(room_id), events=events, requests=scripted.requests,
                               tasks=await store.tasks(room_id), floor=record.floor if record else "", workspace=ws)
-            fails = scripted.failures + check(scn.expect, outcome, scripted=model is None)
+            fails = scripted.failures + problems + check(scn.expect, outcome, scripted=model is None)
             if model is None:
                 fails += [f"models: {q}: {n} scripted response(s) were never used" for q, n in scripted.remaining().items()]
             if scn.expect.error is None:
@@ -108,34 +108,53 @@ async def run_scenario(scn: Scenario, *, db: Path | None = None, workspace: Path
 Resolver = Callable[[str], tuple[Provider, str]]
 
 
-async def _play(scn: Scenario, store: Store, resolve, ws: Path, sink, retry: RetryPolicy) -> str:
+async def _play(scn: Scenario, store: Store, resolve, ws: Path, sink, retry: RetryPolicy) -> tuple[str, list[str]]:
     turns = list(scn.turns)
+    can_confirm = any(t.confirm for t in turns)  # someone answers only if the scenario does
+    problems: list[str] = []
     room_id: str | None = None
     i = 0
     while True:
         async with AsyncExitStack() as stack:
             if room_id is None:
                 room = await stack.enter_async_context(
-                    Room.create(store, scn.team, resolve, name=scn.name, workspace=ws, retry=retry, on_event=sink))
+                    Room.create(store, scn.team, resolve, name=scn.name, workspace=ws, retry=retry, on_event=sink,
+                                can_confirm=can_confirm))
             else:
-                room = await stack.enter_async_context(Room.open(store, room_id, resolve, retry=retry, on_event=sink))
+                room = await stack.enter_async_context(Room.open(store, room_id, resolve, retry=retry, on_event=sink,
+                                                                 can_confirm=can_confirm))
             room_id = room.id
             last = trio.current_time()
             while i < len(turns):
                 turn = turns[i]
                 i += 1
                 if turn.after is None:
-                    await room.idle()
+                    await _settle(room, turn, problems)
                 else:
                     await trio.sleep_until(last + turn.after)
                 last = trio.current_time()
                 if turn.restart:
-                    await room.idle()
+                    await _settle(room, None, problems)
                     break
                 if turn.stop:
                     await room.stop()
                 elif turn.user is not None:
                     await room.post(turn.user)
+                elif turn.confirm:
+                    if room.asking:
+                        room.answer(turn.confirm)
+                    else:
+                        problems.append(f"turns[{i - 1}]: confirm: no confirmation request was open")
             else:
-                await room.idle()
-                return room_id
+                await _settle(room, None, problems)
+                return room_id, problems
+
+
+async def _settle(room: Room, turn, problems: list[str]) -> None:
+    """Wait until the room is idle, or, before a `confirm` turn, until it asks. A question nobody
+    scripted an answer for is denied, and the scenario fails."""
+    while await room.question_or_idle():
+        if turn is not None and turn.confirm:
+            return
+        problems.append("confirm: the room asked for a confirmation the scenario did not answer; it was denied")
+        room.answer("deny")
