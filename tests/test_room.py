@@ -14,7 +14,7 @@ import pytest
 import trio
 
 from orchestrator.core.errors import InputError
-from orchestrator.core.events import Cancelled, Event, State, TaskEvent
+from orchestrator.core.events import Cancelled, ErrorEvent, Event, State, TaskEvent, ToolEnd
 from orchestrator.core.types import Message
 from orchestrator.providers.scripted import Reply, ScriptedProvider, request_text
 from orchestrator.room.room import Room
@@ -492,13 +492,95 @@ async def test_max_turn_seconds_stops_a_slow_turn(store, tmp_path):
 
 
 async def test_turn_deadline_does_not_outlive_the_turn(store, tmp_path):
+    """max_turn_seconds watches one line's work: once the room is idle no watcher is left, and
+    closing the room does not wait for the allowance to run out."""
     provider = ScriptedProvider({"commander": [Reply(say="quick answer")]})
     before = trio.lowlevel.current_statistics().tasks_living
-    with trio.move_on_after(5):  # keep the suite fast when the bug is present
-        start = time.perf_counter()
-        async with Room.create(store, team(limits=Limits(max_turn_seconds=1.5)), resolver(provider),
+    start = time.perf_counter()
+    with trio.fail_after(5):
+        async with Room.create(store, team(limits=Limits(max_turn_seconds=3)), resolver(provider),
                                workspace=tmp_path) as room:
+            opened = trio.lowlevel.current_statistics().tasks_living
             await room.post("hi")
             await room.idle()
+            await trio.sleep(0.05)
+            assert trio.lowlevel.current_statistics().tasks_living == opened
         assert time.perf_counter() - start < 1
     assert trio.lowlevel.current_statistics().tasks_living == before
+
+
+# --- steering, limits and the ledger's read flag ---------------------------------------------
+
+async def test_a_line_posted_while_a_limit_stop_unwinds_is_answered(store, tmp_path):
+    names = [f"w{i}" for i in range(8)]
+    provider = ScriptedProvider({
+        "commander": [Reply(calls=[("dispatch_to", {"agent": n, "task": "slow"}) for n in names]),
+                      Reply(say="Yes, still here.", sees="are you still there")],
+        **{n: [Reply(say="too late", delay=30)] for n in names},
+    })
+    unwinding = trio.Event()
+
+    def on_event(ev: Event) -> None:
+        if isinstance(ev, ToolEnd) and ev.is_error:  # the first cancelled dispatch: the stop is under way
+            unwinding.set()
+
+    async with Room.create(store, team(*(agent(n) for n in names), limits=Limits(max_turn_seconds=0.2)),
+                           resolver(provider), workspace=tmp_path, on_event=on_event) as room:
+        await room.post("run the slow jobs")
+        with trio.fail_after(5):
+            await unwinding.wait()
+        await room.post("are you still there?")
+        await room.idle()
+        room_id = room.id
+    messages = await assert_pairing(store, room_id)
+    assert any(m.kind == "notice" and "0.2 s" in m.text for m in messages)
+    assert provider.remaining() == {}, "the line was kept but nobody answered it"
+    assert messages[-1].text == "Yes, still here."
+
+
+async def test_a_mention_does_not_make_a_busy_commander_answer_again(store, tmp_path):
+    provider = ScriptedProvider({
+        "commander": [Reply(say="Let me think about your question.", delay=0.3)],
+        "alpha": [Reply(say="alpha answers the side question", sees="a side question")],
+    })
+    rec = Recorder()
+    async with Room.create(store, team(agent("alpha")), resolver(provider), workspace=tmp_path,
+                           on_event=rec) as room:
+        await room.post("a question for the commander")
+        await trio.sleep(0.1)
+        await room.post("@alpha a side question")  # the commander is still thinking
+        await room.idle()
+        room_id = room.id
+    await assert_pairing(store, room_id)
+    # When the commander is idle, "@alpha ..." does not wake it (mentions.yaml); busy, it must not either.
+    assert [r.agent for r in provider.requests] == ["commander", "alpha"]
+    assert rec.of(ErrorEvent) == []
+
+
+async def test_a_report_read_within_the_turn_is_marked_read(store, tmp_path):
+    provider = ScriptedProvider({
+        "commander": [
+            Reply(say="Asking beta in the background.",
+                  calls=[("dispatch_to", {"agent": "beta", "task": "look it up", "background": True})]),
+            Reply(say="Meanwhile: hello.", delay=0.2),  # beta reports while this call streams (G10)
+            Reply(say="Beta says 42; the tutor explains.", sees="the answer is 42",
+                  calls=[("hand_off_to", {"agent": "tutor"})]),
+        ],
+        "beta": [Reply(say="the answer is 42")],
+        "tutor": [Reply(say="Hi, let me explain 42."), Reply(say="Glad it helped. <handback />")],
+    })
+    async with Room.create(store, team(agent("beta"), agent("tutor", interactive=True)), resolver(provider),
+                           workspace=tmp_path) as room:
+        await room.post("what is the answer?")
+        await room.idle()
+        assert room.floor == "tutor"
+        assert provider.remaining() == {"tutor": 1} and provider.failures == []
+        [task] = room.ledger.tasks.values()
+        assert (task.status, task.read) == ("done", True), "the commander read beta's report"
+        await room.post("thanks")
+        await room.idle()
+        assert room.floor == "commander"
+        room_id = room.id
+    messages = await assert_pairing(store, room_id)
+    assert not any(m.kind == "notice" for m in messages), "nothing was pending at the handback"
+    assert [r.agent for r in provider.requests].count("commander") == 3

@@ -1,12 +1,12 @@
 """The room's invariants (design.md) against random programs of user actions.
 
-Hypothesis draws a *program*: a list of steps (user lines, @mentions valid and unknown, foreground and
-background dispatches, anonymous and named run_worker calls, handoffs to the interactive tutor,
-handbacks, lines typed while agents work, stops while work runs, restarts). The whole program runs inside one `trio.run` against
-one store; before each step the test writes the scripted replies that step needs (a `Director`
-provider swaps in a fresh ScriptedProvider per step, padded with harmless replies so that extra
-turns, such as a background report waking the commander, never run out), and after each step (once
-the room is idle) it checks:
+Hypothesis draws a *program*: a list of steps (user lines, @mentions valid and unknown, foreground
+and background dispatches, anonymous and named run_worker calls, handoffs to the interactive tutor,
+handbacks, lines typed while agents work, stops while work runs, restarts). The whole program runs
+inside one `trio.run` against one store; before each step the test writes the scripted replies that
+step needs (a `Director` provider swaps in a fresh ScriptedProvider per step, padded with harmless
+replies so that extra turns, such as a background report waking the commander, never run out), and
+after each step (once the room is idle) it checks:
 
 - pairing holds over the stored messages, and healing on load had nothing to answer;
 - `seq` strictly increases, a seq always names the same message, and it is never reused across
@@ -14,13 +14,19 @@ the room is idle) it checks:
 - the floor owner is a current, non-anonymous member, equals the stored floor and what the program
   expects (handoff -> tutor, handback or @commander -> commander);
 - every user line is stored exactly once;
-- no ledger entry is still running, and the stored ledger equals the room's;
+- no ledger entry is still running, the stored ledger equals the room's, and no two hidden workers
+  share a name (also across restarts);
 - no request an agent's model got contained text from outside its partition: every posted line,
   task, note, report and file gets a unique token, and each request's tokens must be among the
   tokens of messages whose `visible_to` held that agent when the request was made (tracked live
   from the room's `message` events);
-- a stop (also one that lands right after an interjection) leaves nothing running;
-- a restart keeps the floor, the ledger and every member's partition (ids and model view).
+- tool results stay with their author, file contents only in tool results, no stored text keeps
+  the `<handback />` marker, and every read_file that was not cancelled worked;
+- a handback with finished background reports still unread wakes the commander (G7);
+- a stop (also one that lands right after an interjection) leaves nothing running, and publishes
+  one `cancelled` event;
+- a restart keeps the floor, the ledger and every member's partition (ids and model view);
+- no `error` event was published.
 
 A stateful RuleBasedStateMachine cannot drive an open trio room rule by rule (each rule would need
 its own `trio.run`), hence the program: Hypothesis still shrinks a failing program step by step.
@@ -35,11 +41,12 @@ from typing import AsyncIterator
 
 import msgspec
 import trio
-from hypothesis import HealthCheck, given, settings
+from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
 from orchestrator.core.events import Cancelled, ErrorEvent, Event, MessageEvent
 from orchestrator.core.types import Request, StreamEvent, ToolCallDone
+from orchestrator.engine.runner import CANCELLED
 from orchestrator.providers.scripted import Reply, ScriptedProvider, request_text
 from orchestrator.room.room import Room
 from orchestrator.scenario.schema import AgentDef, Team
@@ -48,6 +55,7 @@ from orchestrator.store.heal import INTERRUPTED, pairing_problems
 
 WORKERS = ("alpha", "beta", "tutor")
 TOKEN = re.compile(r"tk\d+x")
+ANONYMOUS = re.compile(r"worker(-\d+)?")
 SLOW = 30.0  # a reply that only a stop can end
 FILLERS = 40
 
@@ -158,12 +166,13 @@ class Run:
     # --- scripts -------------------------------------------------------------------------------
 
     def work(self, agent: str | None, slow: bool = False) -> list[Reply]:
-        """What a worker says for one task: maybe a file read first, then a report."""
+        """What a worker says for one task: maybe a file read first, then a report. A slow anonymous
+        worker says nothing before the stop (so that only its assignment records its name)."""
         delay = SLOW if slow else 0.0
         report = Reply(say=f"report {self.token()}", delay=delay)
         if agent == "alpha":
             return [Reply(calls=[("read_file", {"path": "alpha.txt"})]), report]
-        if agent is None:
+        if agent is None and not slow:
             return [Reply(calls=[("read_file", {"path": "anon.txt"})]), report]
         return [report]
 
@@ -225,13 +234,19 @@ class Run:
             self.director.load(script)
             await self.post(room, f"{prefix}I need a tutor")
         elif kind == "handback":
+            pending = room.ledger.unread()
             if room.floor == "tutor":
                 script["tutor"] = [Reply(say=f"all clear {self.token()} <handback />")]
                 self.floor = "commander"
             else:
                 script[room.floor] = [Reply(say=f"nothing to hand back {self.token()}")]
             self.director.load(script)
+            asked = len(self.director.requests)
             await self.post(room, "thanks, that is all")
+            await room.idle()
+            if pending and self.floor == "commander":  # G7: the commander picks up what is left
+                assert any(r.agent == "commander" for r in self.director.requests[asked:])
+                assert room.ledger.unread() == []
         elif kind == "interject":  # a line typed while agents work (G10), then maybe a stop
             prefix = self.to_commander(room)
             script["alpha"] = [Reply(calls=[("read_file", {"path": "alpha.txt"})], delay=0.05),
@@ -317,12 +332,17 @@ class Run:
         assert len(lines) == len(self.user_tokens)
 
         assert room.ledger.running() == []
+        hidden = [t.agent for t in room.ledger.tasks.values() if ANONYMOUS.fullmatch(t.agent)]
+        assert len(hidden) == len(set(hidden)), f"an anonymous worker's name was reused: {hidden}"
         stored = {t.id: (t.agent, t.status, t.result) for t in await self.store.tasks(room.id)}
         assert stored == {t.id: (t.agent, t.status, t.result) for t in room.ledger.tasks.values()}
 
         for m in messages:  # tool results and hidden work never reach the user; files stay with readers
+            assert "<handback />" not in m.text, m  # the marker is stripped from what is stored (G7)
             if m.kind == "tool_result":
                 assert m.visible_to == [m.author]
+                if m.result.name == "read_file" and m.result.content != CANCELLED:  # the reads work
+                    assert not m.result.is_error and "file contents" in m.result.content, m.result
             for name, tok in self.file_tokens.items():
                 if tok in message_tokens(m):
                     assert m.kind == "tool_result" and m.visible_to == [m.author]
@@ -375,6 +395,10 @@ class Run:
 
 @settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(program=PROGRAM)
+# Programs that once found bugs, or that random draws reach rarely: always played.
+@example(program=[("run_worker", [None, None]), ("stop", "anonymous", 0.03), ("restart",), ("run_worker", [None])])
+@example(program=[("handoff", True), ("restart",), ("handback",), ("mention", "ghost")])
+@example(program=[("handoff", False), ("interject", "@tutor ", True), ("restart",), ("interject", "", False)])
 def test_room_invariants_hold_under_random_programs(program):
     async def main():
         with tempfile.TemporaryDirectory(prefix="room-invariants-") as tmp:

@@ -69,23 +69,24 @@ class Partition:
         self._open: dict[str, list[int]] = {}  # call id -> [insert position]; shared per round
         self._summary_of: dict[str, Message] = {}  # replaced message id -> the summary standing for it
 
-    def append(self, msg: Message) -> None:
+    def append(self, msg: Message, addressed: bool | None = None) -> None:
+        """Add a message the viewer may see. `addressed` says whether it asks for an answer
+        (default: anything someone else wrote); only those make a running turn go on (G10)."""
         self.messages.append(msg)
         if msg.replaces:
             for rid in msg.replaces:
                 self._summary_of[rid] = msg
             self._rebuild()
             return
-        self._place(msg)
+        if self._place(msg) and (msg.author != self.viewer if addressed is None else addressed):
+            self.unread += 1
 
-    def _place(self, msg: Message) -> None:
+    def _place(self, msg: Message) -> bool:
         model = to_model(msg, self.viewer)
         if model is None:
-            return
+            return False
         size = tokens_of(model)
         self.tokens += size
-        if msg.author != self.viewer:
-            self.unread += 1
         result = msg.result if msg.author == self.viewer and msg.kind == "tool_result" else None
         slot = self._open.pop(result.call_id, None) if result else None
         at = len(self.view) if slot is None else slot[0]
@@ -102,10 +103,11 @@ class Partition:
             slot = [at + 1]
             for call in msg.calls:
                 self._open[call.id] = slot
+        return True
 
     def _rebuild(self) -> None:
         """Replay with each summary standing where the first message it replaces stood."""
-        unread, placed = self.unread, set()
+        placed = set()
         self.view, self.sizes, self.ids, self.tokens, self._open = [], [], [], 0, {}
         for m in self.messages:
             if m.replaces and m.id in placed:
@@ -120,7 +122,6 @@ class Partition:
                 continue
             placed.add(m.id)
             self._place(m)
-        self.unread = unread
 
     def open_calls(self) -> set[str]:
         return set(self._open)

@@ -16,8 +16,8 @@ SUMMARY_CHARS = 200
 
 class Ledger:
     def __init__(self, store: Store, room_id: str, publish: Callable[[TaskEvent], None],
-                 tasks: list[TaskRecord] = ()):
-        self._store, self._room, self._publish = store, room_id, publish
+                 spawn: Callable[..., None], tasks: list[TaskRecord] = ()):
+        self._store, self._room, self._publish, self._spawn = store, room_id, publish, spawn
         self.tasks: dict[str, TaskRecord] = {t.id: t for t in tasks}
 
     async def open(self, agent: str, kind: str, task: str, *, background: bool = False) -> TaskRecord:
@@ -30,9 +30,12 @@ class Ledger:
         summary = result if len(result) <= SUMMARY_CHARS else result[:SUMMARY_CHARS - 1] + "…"
         return await self._put(TaskRecord(**{**_fields(rec), "status": status, "result": summary, "read": read}))
 
-    async def mark_read(self, task_ids: list[str]) -> None:
+    def mark_read(self, task_ids: list[str]) -> None:
+        """Now in memory (a request is being built); on disk soon after, in the room's nursery."""
         for tid in task_ids:
-            await self._put(TaskRecord(**{**_fields(self.tasks[tid]), "read": True}), announce=False)
+            rec = TaskRecord(**{**_fields(self.tasks[tid]), "read": True})
+            self.tasks[tid] = rec
+            self._spawn(self._store.put_task, rec)
 
     def running(self) -> list[TaskRecord]:
         return [t for t in self.tasks.values() if t.status == "running"]

@@ -69,6 +69,8 @@ class _Meter:
         self.room, self.calls, self.tokens = room, 0, 0
 
     def on_call(self, agent: str) -> None:
+        if agent == COMMANDER:  # this request carries every report that has arrived so far
+            self.room.ledger.mark_read([t.id for t in self.room.ledger.unread()])
         self.calls += 1
         cap = self.room.team.limits.max_model_calls
         if cap is not None and self.calls > cap:
@@ -98,6 +100,7 @@ class Room:
         self._anonymous = 0
         self._numbers: dict[str, int] = {}  # reserved anonymous numbers by run_worker call id
         self._halting: str | None = None
+        self._after_halt: list[str] = []  # members woken while a limit stop unwinds
         self.meter = _Meter(self)
         self.can_confirm = can_confirm  # someone is there to answer risky-command questions
         self._questions: dict[str, tuple[trio.Event, list[Answer]]] = {}
@@ -106,7 +109,7 @@ class Room:
         self.members: dict[str, Member] = {COMMANDER: Member(_commander_spec(team), Partition(COMMANDER))}
         for spec in team.agents:
             self.members[spec.name] = Member(spec, Partition(spec.name))
-        self.ledger = Ledger(store, self.id, self._publish)
+        self.ledger = Ledger(store, self.id, self._publish, nursery.start_soon)
         from orchestrator.room.commander import commander_tools  # the tools close over this room
         self._commander_tools = commander_tools(self)
 
@@ -187,19 +190,23 @@ class Room:
         for fn in self._subscribers:
             fn(ev)
 
-    async def _post(self, draft: Draft) -> Message:
-        """Commit a message: store, partitions of everyone allowed to see it, then subscribers."""
+    async def _post(self, draft: Draft, notify: tuple[str, ...] = ()) -> Message:
+        """Commit a message: store, partitions of everyone allowed to see it, then subscribers.
+
+        Only the members in `notify` are asked to answer it; the others just see it (G3).
+        """
         async with self._lock:
             msg = await self.store.append(self.id, draft)
             for viewer in msg.visible_to:
                 member = self.members.get(viewer)
                 if member is not None:
-                    member.partition.append(msg)
+                    member.partition.append(msg, addressed=viewer in notify)
             self._publish(message_event(msg))
         return msg
 
-    async def notice(self, text: str, visible_to: list[str]) -> Message:
-        return await self._post(Draft(author=ROOM, kind="notice", blocks=[TextBlock(text)], visible_to=visible_to))
+    async def notice(self, text: str, visible_to: list[str], notify: tuple[str, ...] = ()) -> Message:
+        return await self._post(Draft(author=ROOM, kind="notice", blocks=[TextBlock(text)], visible_to=visible_to),
+                                notify)
 
     async def _ask(self, agent: str, category: str, summary: str) -> Answer:
         """A tool's confirmation request: published for whoever follows the room, answered by `answer`."""
@@ -262,7 +269,8 @@ class Room:
                 await self.set_floor(COMMANDER)
         self.meter = _Meter(self)
         visible = [USER, target] if target == COMMANDER else [USER, target, COMMANDER]
-        msg = await self._post(Draft(author=USER, kind="user", blocks=[TextBlock(text)], visible_to=visible))
+        msg = await self._post(Draft(author=USER, kind="user", blocks=[TextBlock(text)], visible_to=visible),
+                               notify=(target,))
         self.wake(target)
         if self.team.limits.max_turn_seconds and self._running:
             self._nursery.start_soon(self._deadline, self.team.limits.max_turn_seconds, self.meter)
@@ -318,6 +326,9 @@ class Room:
             await self.notice(reason, [USER, COMMANDER])
         finally:
             self._halting = None
+            woken, self._after_halt = self._after_halt, []
+            for name in dict.fromkeys(woken):
+                self.wake(name)
             self._task_ended()
 
     def _cancel_all(self) -> None:
@@ -329,7 +340,9 @@ class Room:
     def wake(self, name: str) -> None:
         """Start a turn for `name` unless it already has one (a running turn reads new lines itself)."""
         member = self.members[name]
-        if member.active == 0 and not self._halting:
+        if self._halting:
+            self._after_halt.append(name)
+        elif member.active == 0:
             self.spawn(self._respond, member)
 
     def spawn(self, fn, *args) -> None:
@@ -359,9 +372,9 @@ class Room:
     async def _respond(self, member: Member) -> None:
         """A conversational turn: the commander, the floor owner or a mentioned member answers."""
         await self.turn(member, "commander" if member.name == COMMANDER else "visible")
-        if member.partition.unread and member.name in (self.floor, COMMANDER) and (
-                member.name != COMMANDER or self.floor == COMMANDER):
-            member.active -= 1  # a line landed after the model's last word: answer it too
+        reports = member.name == COMMANDER and self.floor == COMMANDER and self.ledger.unread()
+        if member.partition.unread or reports:
+            member.active -= 1  # a line or a report landed after the model's last word: answer it too
             try:
                 self.wake(member.name)
             finally:
@@ -389,9 +402,6 @@ class Room:
         (the commander gets the report as a tool result); hidden -> nobody else.
         """
         async with member.lock:
-            if member.name == COMMANDER:
-                unread = [t.id for t in self.ledger.unread()]
-                await self.ledger.mark_read(unread)
             agent = self._agent(member)
             done: Done | None = None
             try:
@@ -447,7 +457,8 @@ class Room:
         pending = self.ledger.running() + self.ledger.unread()
         if pending:
             await self.notice(render("handback_pending.md.j2", agent=member.name,
-                                     tasks=[f"{t.id} {t.agent} [{t.status}]" for t in pending]), [COMMANDER])
+                                     tasks=[f"{t.id} {t.agent} [{t.status}]" for t in pending]), [COMMANDER],
+                              notify=(COMMANDER,))
             self.wake(COMMANDER)
 
     def report_ready(self) -> None:
