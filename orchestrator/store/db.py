@@ -143,6 +143,14 @@ class Store:
 
         return await self._run(heal_and_read)
 
+    async def call(self, fn: Callable[..., T], *args: Any) -> T:
+        """Run `fn(db, *args)` on the store's connection, in its thread, one at a time.
+
+        For the other owners of tables in this file (memory, knowledge base): one connection,
+        one writer, so their commits are ordered with the room's.
+        """
+        return await self._run(fn, self._db, *args)
+
     # --- run in the worker thread, under the limiter ----------------------------------------
 
     async def _run(self, fn: Callable[..., T], *args: Any) -> T:
