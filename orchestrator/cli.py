@@ -16,6 +16,7 @@ import msgspec
 import structlog
 import trio
 
+from orchestrator import shell
 from orchestrator.core.errors import InputError
 from orchestrator.core.events import EVENT_ENCODER, Event, message_event
 from orchestrator.core.log import configure
@@ -185,6 +186,7 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument("--debug", action="store_true", help="detailed logs and tracebacks")
     p.add_argument("--log-json", metavar="FILE", help="write logs as JSON lines to FILE")
     sub = p.add_subparsers(dest="command", required=True)
+    shell.add_parser(sub)
 
     r = sub.add_parser("run", help="run a scenario file and check its expectations")
     r.add_argument("file")

@@ -104,7 +104,7 @@ class Room:
         self.meter = _Meter(self)
         self.can_confirm = can_confirm  # someone is there to answer risky-command questions
         self._questions: dict[str, tuple[trio.Event, list[Answer]]] = {}
-        self.tool_session = ToolSession(workspace, ask=self._ask, spawn=self.spawn)
+        self.tool_session = ToolSession(workspace, ask=self._ask, spawn=self.spawn_job)
         self._workers = trio.CapacityLimiter(team.limits.max_workers or 1_000_000)
         self.members: dict[str, Member] = {COMMANDER: Member(_commander_spec(team), Partition(COMMANDER))}
         for spec in team.agents:
@@ -347,14 +347,23 @@ class Room:
 
     def spawn(self, fn, *args) -> None:
         """Run fn in the room's nursery under its own cancel scope, counted for idle and stop."""
+        self._start(fn, args, counted=True)
+
+    def spawn_job(self, fn, *args) -> None:
+        """Like spawn, for work that outlives turns (shell jobs): a stop ends it, but the room
+        counts as idle while it runs."""
+        self._start(fn, args, counted=False)
+
+    def _start(self, fn, args, counted: bool) -> None:
         scope = trio.CancelScope()
         self._scopes.add(scope)
-        self._running += 1
-        if args and isinstance(args[0], Member):
-            args[0].active += 1
-        self._nursery.start_soon(self._guarded, scope, fn, args)
+        if counted:
+            self._running += 1
+            if args and isinstance(args[0], Member):
+                args[0].active += 1
+        self._nursery.start_soon(self._guarded, scope, fn, args, counted)
 
-    async def _guarded(self, scope: trio.CancelScope, fn, args) -> None:
+    async def _guarded(self, scope: trio.CancelScope, fn, args, counted: bool) -> None:
         try:
             with scope:
                 await fn(*args)
@@ -364,10 +373,11 @@ class Room:
             log.exception("room task crashed")
             self._publish(ErrorEvent(ts=time.time(), message=f"internal error: {exc}", error_class="internal"))
         finally:
-            if args and isinstance(args[0], Member):
-                args[0].active -= 1
             self._scopes.discard(scope)
-            self._task_ended()
+            if counted:
+                if args and isinstance(args[0], Member):
+                    args[0].active -= 1
+                self._task_ended()
 
     async def _respond(self, member: Member) -> None:
         """A conversational turn: the commander, the floor owner or a mentioned member answers."""
