@@ -32,7 +32,7 @@ from orchestrator.room.ledger import Ledger
 from orchestrator.scenario.schema import AgentDef, Team
 from orchestrator.store.db import RoomRecord, Store
 from orchestrator.tools.base import Registry
-from orchestrator.tools.files import BUILTIN
+from orchestrator.tools.builtin import BUILTIN
 from orchestrator.tools.session import Answer, ToolSession
 
 log = structlog.get_logger(__name__)

@@ -1,17 +1,387 @@
-"""The path sandbox: every file a tool touches must resolve inside the workspace.
-
-Resolution follows symlinks before the check, so a link that points out is refused like `..`.
+"""The path sandbox (E18): which paths tools may touch, and the one way to open, walk and replace them.
+Roots are the workspace and the user's grants; credential, system and app-data folders are never allowed.
 """
 from __future__ import annotations
 
+import errno
+import os
+import pwd
+import secrets
+import stat
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
+from functools import cache
 from pathlib import Path
+from typing import Literal
 
 from orchestrator.tools.base import ToolError
+from orchestrator.tools.session import ToolSession
+
+MAX_PATH = 4096  # bytes, Linux's PATH_MAX
+MAX_NAME = 255  # bytes per component
+MAX_LINKS = 40  # symlinks followed while resolving, as the kernel allows
+
+_DIR = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
+# O_NONBLOCK: a FIFO that slipped past the pre-check must not hang the open
+_FILE = os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC | os.O_NONBLOCK
+
+# Relative to a home folder; as a run of components they are refused anywhere outside the workspace too
+# (another user's ~/.ssh), inside it only where they sit in a home folder (a workspace that is $HOME).
+CREDENTIALS = tuple(tuple(p.split("/")) for p in (
+    ".ssh", ".aws", ".gnupg", ".kube", ".docker", ".azure", ".password-store", ".config/gcloud",
+    ".config/gh", ".local/share/keyrings", "Library/Keychains", ".netrc", ".git-credentials", ".pgpass",
+))
+SYSTEM = ("/etc", "/proc", "/sys", "/dev", "/boot", "/usr", "/bin", "/sbin", "/lib", "/lib32", "/lib64",
+          "/libx32", "/run", "/var/lib", "/var/log", "/var/run", "/var/db", "/private/etc", "/private/var/db",
+          "/System")
+
+Mode = Literal["file", "folder", "any", "write"]
 
 
-def resolve(workspace: Path, path: str) -> Path:
-    root = workspace.resolve()
-    target = (root / path).resolve()
-    if target != root and root not in target.parents:
-        raise ToolError(f"{path}: outside the workspace; only files under the workspace can be used")
-    return target
+@cache
+def _system_folders() -> tuple[Path, ...]:
+    # both spellings: /lib is /usr/lib on merged-/usr systems and /etc is /private/etc on macOS
+    return tuple(dict.fromkeys(q for p in SYSTEM for q in (Path(p), Path(os.path.realpath(p)))))
+
+
+def _homes() -> tuple[Path, ...]:
+    homes = [Path.home()]
+    try:
+        homes.append(Path(pwd.getpwuid(os.getuid()).pw_dir))  # the real home, should HOME point elsewhere
+    except KeyError:
+        pass
+    return tuple(dict.fromkeys(Path(os.path.realpath(h)) for h in homes))
+
+
+def app_data_folders() -> tuple[Path, ...]:
+    """Where the application keeps its database: the default data folder and ORCHESTRATOR_DB's folder."""
+    base = Path(os.environ.get("XDG_DATA_HOME") or Path.home() / ".local" / "share")
+    folders = [base / "orchestrator"]
+    if db := os.environ.get("ORCHESTRATOR_DB"):
+        folders.append(Path(db).parent)
+    return tuple(dict.fromkeys(Path(os.path.realpath(f)) for f in folders))
+
+
+@dataclass(frozen=True)
+class Rules:
+    """The sandbox as it stands for one tool call (grants and environment are read once)."""
+    workspace: Path
+    roots: tuple[Path, ...]
+    homes: tuple[Path, ...]
+    areas: tuple[tuple[Path, str], ...]  # folders refused outright, with the reason
+
+    @classmethod
+    def of(cls, session: ToolSession) -> Rules:
+        areas = [(p, "a system folder") for p in _system_folders()]
+        areas += [(p, "the application's own data folder") for p in app_data_folders()]
+        return cls(session.workspace, (session.workspace, *session.grants), _homes(), tuple(areas))
+
+    def refusal(self, path: Path) -> str | None:
+        """Why `path` (absolute, normalized) may never be opened, or None."""
+        in_ws = path.is_relative_to(self.workspace)
+        parts = path.parts
+        for cred in CREDENTIALS:
+            for i in range(1, len(parts) - len(cred) + 1):
+                if parts[i:i + len(cred)] == cred and (not in_ws or Path(*parts[:i]) in self.homes):
+                    return f"{Path(*parts[:i + len(cred)])} holds credentials"
+        if not in_ws and (path.name in (".env", ".envrc") or path.name.startswith(".env.")):
+            return "a .env file outside the workspace may hold secrets"
+        for area, why in self.areas:
+            # a workspace the user placed inside such a folder stays usable; nothing else there does
+            if path.is_relative_to(area) and not (in_ws and self.workspace.is_relative_to(area)):
+                return f"{area} is {why}"
+        return None
+
+    def admit(self, raw: str, path: Path, via_link: bool) -> None:
+        how = f" (it resolves through a symbolic link to {path})" if via_link else ""
+        if reason := self.refusal(path):
+            raise ToolError(f"{raw}: refused{how}: {reason}; tools can never open it, even when granted")
+        if not any(path.is_relative_to(r) for r in self.roots):
+            raise ToolError(f"{raw}: outside the workspace{how}; tools may use only the workspace "
+                            f"({self.workspace}) and what the user granted")
+
+
+def _absolute(session: ToolSession, raw: str) -> str:
+    if not raw or not raw.strip():
+        raise ToolError("the path is empty")
+    if "\0" in raw:
+        raise ToolError(f"{raw!r}: a path cannot contain a NUL byte")
+    encoded = os.fsencode(raw)
+    if len(encoded) > MAX_PATH:
+        raise ToolError(f"{raw[:80]}...: the path is too long ({len(encoded)} bytes; at most {MAX_PATH})")
+    if any(len(c) > MAX_NAME for c in encoded.split(b"/")):
+        raise ToolError(f"{raw[:80]}...: a path component is longer than {MAX_NAME} bytes")
+    return os.path.join(session.workspace, os.path.expanduser(raw))
+
+
+def _follow(raw: str, start: str) -> tuple[Path, bool]:
+    """The symlink-free path `start` names, and whether a link was followed to get there.
+
+    Like realpath, but `..` applies after each link is expanded, as the kernel does. Only advisory:
+    whatever it finds is admitted by the rules and then opened without following anything.
+    """
+    pending = [c for c in reversed(start.split("/")) if c not in ("", ".")]
+    done: list[str] = []
+    links = 0
+    missing = False
+    while pending:
+        name = pending.pop()
+        if name == "..":
+            if done:
+                done.pop()
+            continue
+        if name == ".":
+            continue
+        if not missing:
+            here = "/" + "/".join([*done, name])
+            try:
+                st = os.lstat(here)
+            except OSError:
+                missing = True  # the rest is taken as written; opening reports what is wrong
+            else:
+                if stat.S_ISLNK(st.st_mode):
+                    links += 1
+                    if links > MAX_LINKS:
+                        raise ToolError(f"{raw}: too many symbolic links")
+                    try:
+                        target = os.readlink(here)
+                    except OSError:
+                        pending.append(name)  # it stopped being a link meanwhile: look again (still counted)
+                        continue
+                    if target.startswith("/"):
+                        done = []
+                    pending.extend(c for c in reversed(target.split("/")) if c not in ("", "."))
+                    continue
+        done.append(name)
+    return Path("/", *done), links > 0
+
+
+def resolve(session: ToolSession, raw: str) -> Path:
+    """The physical path `raw` names (relative to the workspace), admitted by the sandbox, or ToolError."""
+    rules = Rules.of(session)
+    start = _absolute(session, raw)
+    if reason := rules.refusal(Path(os.path.normpath(start))):  # before probing anything there
+        raise ToolError(f"{raw}: refused: {reason}; tools can never open it, even when granted")
+    path, via_link = _follow(raw, start)
+    rules.admit(raw, path, via_link)
+    return path
+
+
+def shown(session: ToolSession, path: Path) -> str:
+    """How to name `path` to the model: relative inside the workspace, absolute elsewhere."""
+    return path.relative_to(session.workspace).as_posix() if path.is_relative_to(session.workspace) else str(path)
+
+
+def root_of(session: ToolSession, path: Path) -> Path:
+    """The workspace or grant that holds `path` (the innermost, should grants nest)."""
+    return max((r for r in (session.workspace, *session.grants) if path.is_relative_to(r)),
+               key=lambda r: len(r.parts))
+
+
+def _os_error(raw: str, exc: OSError, folder: int, name: str) -> ToolError:
+    if isinstance(exc, FileNotFoundError):
+        return ToolError(f"{raw}: no such file or folder")
+    try:
+        is_link = stat.S_ISLNK(os.stat(name, dir_fd=folder, follow_symlinks=False).st_mode)
+    except OSError:
+        is_link = False
+    # O_NOFOLLOW met a link the resolution did not see: one was swapped in meanwhile
+    if exc.errno == errno.ELOOP or is_link:
+        return ToolError(f"{raw}: {name} turned into a symbolic link while being opened; refused")
+    if isinstance(exc, NotADirectoryError):
+        return ToolError(f"{raw}: {name} is not a folder (or it changed while being opened)")
+    return ToolError(f"{raw}: {exc.strerror or exc}")
+
+
+def _walk_to(raw: str, folder: Path, create: bool) -> int:
+    """An fd of `folder`, reached from / without following any link; missing folders made if `create`.
+
+    Checking a path and then opening it by name would let a link swapped in between lead anywhere,
+    so every component is opened relative to its parent's fd with O_NOFOLLOW.
+    """
+    fd = os.open("/", os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
+    try:
+        for name in folder.parts[1:]:
+            try:
+                nxt = os.open(name, _DIR, dir_fd=fd)
+            except FileNotFoundError:
+                if not create:
+                    raise ToolError(f"{raw}: no such file or folder") from None
+                try:
+                    os.mkdir(name, dir_fd=fd)
+                except FileExistsError:
+                    pass  # another writer made it meanwhile
+                except OSError as exc:
+                    raise _os_error(raw, exc, fd, name) from None
+                try:
+                    nxt = os.open(name, _DIR, dir_fd=fd)
+                except OSError as exc:
+                    raise _os_error(raw, exc, fd, name) from None
+            except OSError as exc:
+                raise _os_error(raw, exc, fd, name) from None
+            os.close(fd)
+            fd = nxt
+        return fd
+    except BaseException:
+        os.close(fd)
+        raise
+
+
+def open_entry(folder: int, name: str) -> tuple[int, os.stat_result] | None:
+    """A regular file with a single link in an opened folder, opened without following links; else None."""
+    try:
+        before = os.stat(name, dir_fd=folder, follow_symlinks=False)
+    except OSError:
+        return None
+    if not stat.S_ISREG(before.st_mode) or before.st_nlink != 1:
+        return None
+    try:
+        fd = os.open(name, _FILE, dir_fd=folder)
+    except OSError:
+        return None
+    st = os.fstat(fd)
+    if (st.st_dev, st.st_ino) != (before.st_dev, before.st_ino) or st.st_nlink != 1:
+        os.close(fd)
+        return None
+    return fd, st
+
+
+@dataclass
+class Opened:
+    """A checked path: its folder held open, and the object itself unless it does not exist yet."""
+    path: Path
+    folder: int
+    name: str
+    fd: int | None
+    st: os.stat_result | None
+
+
+def _hard_links(raw: str, st: os.stat_result) -> ToolError:
+    # Another name of the same file may sit anywhere on this file system (a link to ~/.ssh/id_rsa, say),
+    # and nothing cheap can show where, so neither its content nor a write to it is allowed.
+    return ToolError(f"{raw}: refused: this file has {st.st_nlink} hard links, and another name of it may lie "
+                     f"outside the sandbox, so it is neither read nor written (stat_file still works)")
+
+
+@contextmanager
+def open_checked(session: ToolSession, raw: str, mode: Mode) -> Iterator[Opened]:
+    """The one way tools open paths. `mode`: "file" an existing regular file; "folder" an existing folder;
+    "any" either; "write" the folder (made if missing) with the file opened for reading if it exists.
+    Regular files must have a single link. Everything is closed on exit."""
+    path = resolve(session, raw)
+    if path == Path("/"):
+        raise ToolError(f"{raw}: refused: the file system root")
+    folder = _walk_to(raw, path.parent, create=mode == "write")
+    fd = None
+    try:
+        try:
+            before = os.stat(path.name, dir_fd=folder, follow_symlinks=False)
+        except FileNotFoundError:
+            if mode != "write":
+                raise ToolError(f"{raw}: no such file or folder") from None
+            before = None
+        except OSError as exc:
+            raise _os_error(raw, exc, folder, path.name) from None
+        if before is not None:
+            kind = before.st_mode
+            if stat.S_ISLNK(kind):
+                raise ToolError(f"{raw}: became a symbolic link while being opened; refused")
+            if stat.S_ISDIR(kind) and mode in ("file", "write"):
+                raise ToolError(f"{raw}: is a folder, not a file; search_files lists a folder")
+            if stat.S_ISREG(kind) and mode == "folder":
+                raise ToolError(f"{raw}: is a file, not a folder")
+            if not (stat.S_ISDIR(kind) or stat.S_ISREG(kind)):  # never open a device, FIFO or socket
+                raise ToolError(f"{raw}: is not a regular file (a device, pipe or socket)")
+            try:
+                fd = os.open(path.name, _FILE | (os.O_DIRECTORY if stat.S_ISDIR(kind) else 0), dir_fd=folder)
+            except OSError as exc:
+                raise _os_error(raw, exc, folder, path.name) from None
+            st = os.fstat(fd)
+            if (st.st_dev, st.st_ino, stat.S_IFMT(st.st_mode)) != (before.st_dev, before.st_ino, stat.S_IFMT(kind)) \
+                    or st.st_nlink == 0:  # replaced or deleted since the check
+                raise ToolError(f"{raw}: changed while being opened; try again")
+            if stat.S_ISREG(st.st_mode) and st.st_nlink > 1:
+                raise _hard_links(raw, st)
+        yield Opened(path, folder, path.name, fd, None if fd is None else st)
+    finally:
+        if fd is not None:
+            os.close(fd)
+        os.close(folder)
+
+
+def stat_checked(session: ToolSession, raw: str) -> tuple[Path, os.stat_result]:
+    """Where `raw` leads and its metadata, without opening it (so hard-linked files can be looked at)."""
+    path = resolve(session, raw)
+    folder = _walk_to(raw, path.parent, create=False)
+    try:
+        st = os.stat(path.name, dir_fd=folder, follow_symlinks=False)
+    except OSError as exc:
+        raise _os_error(raw, exc, folder, path.name) from None
+    finally:
+        os.close(folder)
+    if stat.S_ISLNK(st.st_mode):
+        raise ToolError(f"{raw}: became a symbolic link while being looked at; refused")
+    return path, st
+
+
+def replace(opened: Opened, data: bytes) -> os.stat_result:
+    """Write `data` as the file's whole new content: a temp file beside it, flushed, renamed over it.
+
+    Readers see the old or the new content, never half; the rename replaces the directory entry, so a
+    link swapped in at the last moment is replaced, not written through. Returns the new file's stat.
+    """
+    tmp = f".{opened.name[:200]}.{secrets.token_hex(6)}.tmp"
+    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC, 0o666,
+                 dir_fd=opened.folder)
+    try:
+        try:
+            view = memoryview(data)
+            while view:
+                view = view[os.write(fd, view):]
+            if opened.st is not None:
+                os.fchmod(fd, stat.S_IMODE(opened.st.st_mode))
+            os.fsync(fd)
+            st = os.fstat(fd)
+        finally:
+            os.close(fd)
+        os.replace(tmp, opened.name, src_dir_fd=opened.folder, dst_dir_fd=opened.folder)
+    except BaseException:
+        try:
+            os.unlink(tmp, dir_fd=opened.folder)
+        except OSError:
+            pass
+        raise
+    return st
+
+
+def walk(session: ToolSession, top: Opened) -> Iterator[tuple[Path, int, list[str], list[str]]]:
+    """(folder, its fd, subfolder names, regular file names) from `top` down, like os.walk: prune the
+    subfolder list in place. Links are never followed and refused paths never listed."""
+    yield from _walk(Rules.of(session), top.path, top.fd)
+
+
+def _walk(rules: Rules, path: Path, fd: int) -> Iterator[tuple[Path, int, list[str], list[str]]]:
+    folders: list[str] = []
+    files: list[str] = []
+    try:
+        with os.scandir(fd) as entries:
+            for e in entries:
+                if e.is_dir(follow_symlinks=False):
+                    folders.append(e.name)
+                elif e.is_file(follow_symlinks=False):
+                    files.append(e.name)
+    except OSError:
+        return  # unreadable folder: nothing to list
+    folders = sorted(n for n in folders if rules.refusal(path / n) is None)
+    files = sorted(n for n in files if rules.refusal(path / n) is None)
+    yield path, fd, folders, files
+    for name in folders:
+        try:
+            child = os.open(name, _DIR, dir_fd=fd)
+        except OSError:
+            continue  # gone, or turned into a link, since the listing
+        try:
+            yield from _walk(rules, path / name, child)
+        finally:
+            os.close(child)

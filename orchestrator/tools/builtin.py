@@ -1,0 +1,11 @@
+"""The built-in tools an agent definition may name: the file tools and the shell tools.
+
+One map, so the room, the loader's checks and the docs all see the same names.
+"""
+from __future__ import annotations
+
+from orchestrator.tools.base import Tool
+from orchestrator.tools.files import FILE_TOOLS
+from orchestrator.tools.shell import SHELL_TOOLS
+
+BUILTIN: dict[str, Tool] = {t.name: t for t in (*FILE_TOOLS, *SHELL_TOOLS)}
