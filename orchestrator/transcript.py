@@ -9,7 +9,7 @@ import sys
 from typing import TextIO
 
 from orchestrator.core.events import (
-    Cancelled, Check, Compaction, Done, ErrorEvent, Event, MessageEvent, Retry, State, TaskEvent, TextDeltaEvent,
+    Cancelled, Check, Compaction, Confirm, Done, ErrorEvent, Event, MessageEvent, Retry, State, TaskEvent, TextDeltaEvent,
 )
 from orchestrator.room.handback import StreamFilter
 
@@ -71,6 +71,8 @@ class Printer:
             self._line(self._paint("2", f"  ↻ {ev.agent}: {ev.reason}, retry {ev.attempt} in {ev.delay:.2f}s"))
         elif isinstance(ev, Compaction):
             self._line(self._paint("2", f"  ⇣ {ev.agent}: history compacted {ev.tokens_before} → {ev.tokens_after} tokens"))
+        elif isinstance(ev, Confirm):
+            self._line(self._paint("1;33", f"? {ev.agent} asks to do something risky ({ev.category}): {_short(ev.summary, 120)}"))
         elif isinstance(ev, Cancelled):
             self._line(self._paint("1;33", f"■ stopped: {ev.reason}"))
         elif isinstance(ev, ErrorEvent):

@@ -398,3 +398,14 @@ def test_limits_must_be_positive(tmp_path):
     expected = r"team.yaml:1: expected a whole number >= 1, got 0 \(at limits.max_workers\)"
     with pytest.raises(InputError, match=expected):
         load_team(path)
+
+
+def test_unknown_tool_names_the_line_and_the_builtin_tools(tmp_path):
+    path = tmp_path / "tools.yaml"
+    path.write_text("name: t\nteam:\n  commander:\n    tools: [bash]\n  agents:\n    - name: coder\n"
+                    "      tools: [read_file, teleport]\n")
+    with pytest.raises(InputError) as info:
+        load_scenario(path)
+    message = str(info.value)
+    assert f"{path}:7:" in message and "teleport" in message and "read_file" in message
+    assert "team.agents[0].tools[1]" in message

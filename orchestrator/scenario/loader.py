@@ -292,6 +292,7 @@ def _with_file(doc: Document, at: Parts, entry: AgentDef, base: Path) -> AgentDe
 def _checked_team(doc: Document, at: Parts, team: Team, base: Path, default_model: str) -> Team:
     commander = _with_file(doc, at + ("commander",), team.commander, base)
     commander = msgspec.structs.replace(commander, name="commander", model=commander.model or default_model)
+    _check_tools(doc, at + ("commander",), commander)
     agents: list[AgentDef] = []
     first: dict[str, Parts] = {}
     for i, entry in enumerate(team.agents):
@@ -305,8 +306,18 @@ def _checked_team(doc: Document, at: Parts, team: Team, base: Path, default_mode
             raise doc.error(name_at, f"duplicate agent name `{agent.name}` "
                                      f"(also on line {doc.line(first[agent.name])})")
         first[agent.name] = name_at
+        _check_tools(doc, where, agent)
         agents.append(msgspec.structs.replace(agent, model=agent.model or default_model))
     return msgspec.structs.replace(team, commander=commander, agents=agents)
+
+
+def _check_tools(doc: Document, where: Parts, agent: AgentDef) -> None:
+    from orchestrator.tools.builtin import BUILTIN  # the tools package is heavier than the loader needs
+
+    for j, name in enumerate(agent.tools):
+        if name not in BUILTIN:
+            at = where + ("tools", j) if "tools" in doc.keys(where) else where
+            raise doc.error(at, f"unknown tool `{name}`; built-in tools: {', '.join(BUILTIN)}")
 
 
 def _check_files(doc: Document, files: dict[str, str]) -> None:
