@@ -252,6 +252,22 @@ def _mixed(samples: list[Sample], n: int) -> list[Sample]:
     return out
 
 
+def _mixed_languages(samples: list[Sample], n: int) -> list[Sample]:
+    """English paragraphs alternating with another language's, as a conversation about the seeds goes."""
+    rng = random.Random(f"{SEED}mixlang")
+    english = [s for s in samples if s.kind in ("en-prose", "python") and len(s.text) >= 2000]
+    other = [s for s in samples if s.kind in ("id", "latin-other", "vi", "lorem") and len(s.text) >= 2000]
+    out = []
+    for i in range(n):
+        parts = []
+        for j in range(rng.randint(3, 6)):
+            s = rng.choice(other if j % 2 else english)
+            start = rng.randrange(0, len(s.text) - 1600)
+            parts.append(s.text[start:start + rng.randint(500, 1500)])
+        out.append(Sample("mixed-lang", f"mixed-lang#{i}", "\n\n".join(parts)))
+    return out
+
+
 def _short(samples: list[Sample]) -> list[Sample]:
     """Chat-sized slices (under 2,000 characters): not held to the accuracy band, only to sanity."""
     rng = random.Random(f"{SEED}short")
@@ -269,8 +285,8 @@ def build() -> list[Sample]:
     samples += _paragraphs("zh", "zh_CN", 5) + _paragraphs("zh", "zh_TW", 3) + _paragraphs("ja", "ja_JP", 6)
     samples += _paragraphs("ar", "ar_AA", 5) + _paragraphs("fa", "fa_IR", 3) + _paragraphs("he", "he_IL", 3)
     samples += _paragraphs("el", "el_GR", 4) + _paragraphs("bn", "bn_BD", 3) + _paragraphs("hy", "hy_AM", 2)
-    samples += _paragraphs("latin-eu", "de_DE", 2) + _paragraphs("latin-eu", "fr_FR", 2)
-    samples += _paragraphs("latin-eu", "pl_PL", 2) + _paragraphs("latin-eu", "cs_CZ", 2)
+    for locale in ("de_DE", "fr_FR", "es_ES", "it_IT", "nl_NL", "da_DK", "pl_PL", "cs_CZ", "az_AZ", "tl_PH"):
+        samples += _paragraphs("latin-other", locale, 2)
     samples += _paragraphs("lorem", "la", 2)
     samples += _directory("ko", "ko_KR", 6, "{name}님은 {company}에서 {job}(으)로 {n}년째 일합니다. "
                           "주소는 {address}입니다. {phrase}. 다음 회의는 {month} {day}입니다.")
@@ -278,7 +294,7 @@ def build() -> list[Sample]:
                           "उनका पता {address} है। वे {month} में {country} जाएँगे, शायद {day} को।")
     samples += _directory("hi", "ne_NP", 2, "{name} {city} मा बस्छन्। ठेगाना: {address}। {country}, {street}।")
     samples += _directory("ka", "ka_GE", 2, "{name} — {job}, {city}, {street}. {country}. {day}, {month}.")
-    samples += _mixed(samples, 12)
+    samples += _mixed(samples, 12) + _mixed_languages(samples, 12)
     return samples + _short(samples)
 
 
