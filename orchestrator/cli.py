@@ -11,6 +11,7 @@ import sys
 import time
 from contextlib import AsyncExitStack
 from pathlib import Path
+from typing import Callable
 
 import msgspec
 import structlog
@@ -43,9 +44,20 @@ def _json_out(ev: Event) -> None:
     sys.stdout.buffer.flush()
 
 
+def _reader_may_leave(sink: Callable[[Event], None]) -> Callable[[Event], None]:
+    """`orchestrator run --json | head`: once the reader has gone, the run finishes quietly."""
+    def write(ev: Event) -> None:
+        try:
+            sink(ev)
+        except BrokenPipeError:
+            os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+
+    return write
+
+
 async def cmd_run(args) -> int:
     scn = load_scenario(args.file)
-    sink = _json_out if args.json else Printer()
+    sink = _reader_may_leave(_json_out if args.json else Printer())
     real = [a.model for a in (scn.team.commander, *scn.team.agents) if a.model not in ("scripted", "")]
     async with AsyncExitStack() as stack:
         model: Resolver | None = None
@@ -137,7 +149,7 @@ async def _load(args):
 
 async def cmd_show(args) -> int:
     record, messages = await _load(args)
-    sink = _json_out if args.json else Printer()
+    sink = _reader_may_leave(_json_out if args.json else Printer())
     for m in messages:
         sink(message_event(m))
     if not args.json:
@@ -149,7 +161,7 @@ async def cmd_export(args) -> int:
     record, messages = await _load(args)
     if args.format == "jsonl":
         for m in messages:
-            _json_out(message_event(m))
+            _reader_may_leave(_json_out)(message_event(m))
     else:
         sys.stdout.write(to_markdown(record, messages))
     return 0
@@ -229,15 +241,26 @@ def main(argv: list[str] | None = None) -> int:
     configure(debug=args.debug, json_file=args.log_json)
     try:
         return trio.run(args.fn, args)
-    except InputError as exc:
-        print(f"error: {exc}", file=sys.stderr)
-        return 2
-    except KeyboardInterrupt:
-        print("interrupted", file=sys.stderr)
-        return 130
-    except Exception as exc:
-        if args.debug:
+    except BaseException as raised:  # noqa: BLE001 - sorted into exit codes below
+        exc = _single(raised)
+        if isinstance(exc, InputError):
+            print(f"error: {exc}", file=sys.stderr)
+            return 2
+        if isinstance(exc, BrokenPipeError):  # `orchestrator run --json | head`: the reader left
+            os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+            return 0
+        if isinstance(exc, KeyboardInterrupt):
+            print("interrupted", file=sys.stderr)
+            return 130
+        if args.debug or not isinstance(exc, Exception):
             raise
         log.debug("crash", exc_info=True)
         print(f"error: {type(exc).__name__}: {exc} (run with --debug for details)", file=sys.stderr)
         return 3
+
+
+def _single(exc: BaseException) -> BaseException:
+    """The one error inside nested exception groups (trio's nurseries wrap them), if there is one."""
+    while isinstance(exc, BaseExceptionGroup) and len(exc.exceptions) == 1:
+        exc = exc.exceptions[0]
+    return exc
