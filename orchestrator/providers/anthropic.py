@@ -3,7 +3,6 @@ the streamed reply parsed into stream events, with every failure mapped to an er
 """
 from __future__ import annotations
 
-from contextlib import aclosing, asynccontextmanager, suppress
 from typing import Any, AsyncIterator, Callable, Sequence
 
 import httpx
@@ -17,7 +16,7 @@ from orchestrator.core.types import (
 )
 from orchestrator.providers import http
 from orchestrator.providers.base import thinking_for
-from orchestrator.providers.sse import SSE, iter_sse
+from orchestrator.providers.sse import SSE
 
 _EPHEMERAL = {"type": "ephemeral"}
 # The API requires the first message to be the user's; a history cut by compaction may start with the model.
@@ -340,24 +339,6 @@ class StreamParser:
 
 # --- provider ---------------------------------------------------------------------------
 
-@asynccontextmanager
-async def _sse_events(resp: httpx.Response) -> AsyncIterator[AsyncIterator[SSE]]:
-    """The SSE events of a response, cleaned up however reading stops.
-
-    httpx's body iterator is a chain of async generators, and leaving it early strands them (trio warns when
-    they are collected): closing the response and reading on lets the closed socket's error end every link.
-    """
-    lines = resp.aiter_lines()
-    try:
-        async with aclosing(iter_sse(lines)) as events:
-            yield events
-    finally:
-        await resp.aclose()
-        with suppress(httpx.HTTPError, httpx.StreamError):
-            async for _ in lines:
-                pass
-
-
 class Anthropic:
     """One Anthropic endpoint and key; `stream` is the only call the engine makes (P1)."""
 
@@ -378,12 +359,12 @@ class Anthropic:
         body = build_body(request, self.id, request.max_output_tokens or self._max_tokens_for(request.model))
         parser = StreamParser(self.id, [self._key])
         try:
-            async with self._client.stream("POST", f"{self._base}/v1/messages", json=body,
+            async with self._client.stream("POST", f"{self._base}/v1/messages", content=http.encode(body),
                                            headers=self._headers) as resp:
                 if not resp.is_success:
                     await resp.aread()
                     raise self._http_error(resp)
-                async with _sse_events(resp) as events:
+                async with http.sse_events(resp) as events:
                     async for sse in events:
                         for ev in parser.feed(sse):
                             yield ev

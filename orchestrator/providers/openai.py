@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import hashlib
 import secrets as _random
-from contextlib import aclosing
 from typing import Any, AsyncIterator
 
 import httpx
@@ -19,7 +18,7 @@ from orchestrator.core.types import (
 )
 from orchestrator.providers import http
 from orchestrator.providers.base import thinking_for
-from orchestrator.providers.sse import SSE, iter_sse
+from orchestrator.providers.sse import SSE
 
 _CACHE_KEY_MAX = 64  # OpenAI's limit for prompt_cache_key
 
@@ -345,7 +344,7 @@ class OpenAICompatible:
         self.base_url = base_url.rstrip("/")
         self.official = httpx.URL(self.base_url).host == "api.openai.com" if official is None else official
         self._keys = [api_key] if api_key else []
-        self._headers = dict(headers or {})
+        self._headers = {"content-type": "application/json", **(headers or {})}
         if api_key:
             self._headers["Authorization"] = f"Bearer {api_key}"
         self._own_client = client is None
@@ -355,12 +354,12 @@ class OpenAICompatible:
         body = build_body(request, self.id, official=self.official)
         parser = ChunkParser(self.id, self._keys)
         try:
-            async with self._client.stream("POST", f"{self.base_url}/chat/completions", json=body,
+            async with self._client.stream("POST", f"{self.base_url}/chat/completions", content=http.encode(body),
                                            headers=self._headers) as resp:
                 if not resp.is_success:
                     await resp.aread()
                     raise self._http_error(resp)
-                async with aclosing(resp.aiter_lines()) as lines, aclosing(iter_sse(lines)) as events:
+                async with http.sse_events(resp) as events:
                     async for sse in events:
                         for ev in parser.feed(sse):
                             yield ev
