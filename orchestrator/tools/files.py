@@ -102,7 +102,7 @@ def _current(raw: str, f: Opened) -> tuple[bytes, ReadState]:
 
 # --- read_file ---
 
-def _document_text(raw: str, suffix: str, data: bytes) -> str:
+def document_text(raw: str, suffix: str, data: bytes) -> str:
     """Text of a PDF or .docx, through the optional `docs` extra (pypdf, python-docx)."""
     try:
         if suffix == ".pdf":
@@ -130,7 +130,7 @@ def _read(session: ToolSession, raw: str) -> tuple[Path, str, ReadState]:
         data, state = _current(raw, f)
     suffix = f.path.suffix.lower()
     if suffix in (".pdf", ".docx"):
-        return f.path, _document_text(raw, suffix, data), state
+        return f.path, document_text(raw, suffix, data), state
     if b"\0" in data[:8192]:
         raise ToolError(f"{raw}: looks like a binary file ({len(data)} bytes); read_file reads text, PDF and .docx")
     return f.path, data.decode("utf-8", errors="replace"), state

@@ -1,0 +1,168 @@
+"""The `orchestrator kb` command (M4): add, search, list and remove knowledge-base documents.
+Owns its arguments, which embedding model a run uses, and what a person sees; the index lives in the session database.
+"""
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+from collections import Counter
+from collections.abc import AsyncIterator
+from contextlib import AsyncExitStack, aclosing, asynccontextmanager
+from pathlib import Path
+
+import msgspec
+import trio
+
+from orchestrator.core.errors import InputError, ProviderError
+from orchestrator.memory.embeddings import ENV_MODEL, HttpEmbedder, embedder_from_config
+from orchestrator.memory.knowledge import MODES, AddResult, Document, SqliteKnowledgeBase, add_files, find_files
+from orchestrator.providers.config import load_config
+from orchestrator.store.db import Store
+
+SHOWN_LINES = 8  # of each hit, without --full
+
+
+def add_parser(subparsers: argparse._SubParsersAction) -> None:
+    from orchestrator.cli import default_db  # imported here: cli.py imports this module at its top
+
+    kb = subparsers.add_parser("kb", help="the knowledge base: add, search, list and remove documents")
+    sub = kb.add_subparsers(dest="kb_command", required=True)
+    db = argparse.ArgumentParser(add_help=False)
+    db.add_argument("--db", type=Path, default=default_db(), help="the SQLite file (default: %(default)s)")
+    embed = argparse.ArgumentParser(add_help=False)
+    embed.add_argument("--embed", metavar="PROVIDER/MODEL",
+                       help=f"embedding model, e.g. ollama/nomic-embed-text, or `none` for full text only (default: "
+                            f"${ENV_MODEL}, else the model the index was built with, else none)")
+
+    a = sub.add_parser("add", parents=[db, embed], help="index files and folders (a changed file is re-indexed)")
+    a.add_argument("paths", nargs="+", metavar="PATH")
+    a.set_defaults(fn=cmd_add)
+
+    s = sub.add_parser("search", parents=[db, embed], help="search the knowledge base")
+    s.add_argument("query")
+    s.add_argument("-k", type=int, default=5, help="how many results (default: %(default)s)")
+    s.add_argument("--mode", choices=MODES, default="hybrid")
+    s.add_argument("--full", action="store_true", help=f"print whole chunks, not their first {SHOWN_LINES} lines")
+    s.add_argument("--json", action="store_true", help="one JSON object per result")
+    s.set_defaults(fn=cmd_search)
+
+    ls = sub.add_parser("list", parents=[db], help="list indexed documents")
+    ls.add_argument("--json", action="store_true", help="one JSON object per document")
+    ls.set_defaults(fn=cmd_list)
+
+    r = sub.add_parser("remove", parents=[db], help="remove documents (a folder removes everything under it)")
+    r.add_argument("paths", nargs="+", metavar="PATH")
+    r.set_defaults(fn=cmd_remove)
+
+
+@asynccontextmanager
+async def _knowledge(args: argparse.Namespace, *, create: bool = False) -> AsyncIterator[SqliteKnowledgeBase]:
+    if create:
+        args.db.parent.mkdir(parents=True, exist_ok=True)
+    elif not args.db.exists():
+        raise InputError(f"{args.db}: no such database; pass --db PATH or set ORCHESTRATOR_DB")
+    store = await Store.open(args.db)
+    try:
+        async with AsyncExitStack() as stack:
+            kb = await SqliteKnowledgeBase.open(store)
+            if hasattr(args, "embed"):
+                kb.embedder = await _embedder(args.embed, await kb.list_documents(), stack)
+            yield kb
+    finally:
+        await store.close()
+
+
+async def _embedder(flag: str | None, docs: list[Document], stack: AsyncExitStack) -> HttpEmbedder | None:
+    """The flag, else the environment, else the model most of the index was embedded with: searching with
+    another model than the one that made the vectors would compare nothing."""
+    choice = (flag or os.environ.get(ENV_MODEL, "")).strip()
+    if not choice:
+        models = Counter(d.model for d in docs if d.model)
+        choice = models.most_common(1)[0][0] if models else "none"
+    if choice.lower() == "none":
+        return None
+    return await stack.enter_async_context(embedder_from_config(choice, load_config()))
+
+
+_VERB = {"added": "added    ", "replaced": "replaced ", "embedded": "embedded ", "unchanged": "unchanged",
+         "skipped": "SKIPPED  "}
+
+
+def _report(r: AddResult) -> None:
+    detail = f" ({r.chunks} chunks)" if r.status != "skipped" else ""
+    print(f"{_VERB[r.status]} {r.path}{detail}{': ' + r.message if r.message else ''}")
+
+
+async def cmd_add(args: argparse.Namespace) -> int:
+    files, problems = await trio.to_thread.run_sync(find_files, args.paths)
+    counts: Counter[str] = Counter()
+    for r in problems:
+        _report(r)
+        counts[r.status] += 1
+    async with _knowledge(args, create=True) as kb:
+        try:
+            async with aclosing(add_files(kb, files)) as results:
+                async for r in results:
+                    _report(r)
+                    counts[r.status] += 1
+        except ProviderError as exc:
+            assert kb.embedder is not None  # only the embedding model calls out
+            print(f"error: the embedding model {kb.embedder.model} failed: {exc}\n"
+                  f"(files before this one are indexed; pass --embed none for full text only)", file=sys.stderr)
+            return 3
+    print(", ".join(f"{n} {status}" for status, n in counts.items()) or "nothing to add")
+    return 1 if counts["skipped"] else 0
+
+
+async def cmd_search(args: argparse.Namespace) -> int:
+    if args.k < 1:
+        raise InputError("-k must be at least 1")
+    async with _knowledge(args) as kb:
+        hits = await kb.search(args.query, args.k, args.mode)
+    for n, h in enumerate(hits, 1):
+        if args.json:
+            print(msgspec.json.encode(h).decode())
+            continue
+        passes = ", ".join(f"{name} #{rank}" for name, rank in (("fts", h.fts_rank), ("vector", h.vector_rank)) if rank)
+        print(f"{n}. {h.path}:{h.start}-{h.end}  score {h.score:.2f}  ({passes})")
+        lines = h.text.split("\n")
+        shown = lines if args.full else lines[:SHOWN_LINES]
+        print("\n".join(f"   {line}" for line in shown))
+        if len(shown) < len(lines):
+            print(f"   … {len(lines) - len(shown)} more lines")
+    if not hits and not args.json:
+        print("no results")
+    return 0
+
+
+async def cmd_list(args: argparse.Namespace) -> int:
+    async with _knowledge(args) as kb:
+        docs = await kb.list_documents()
+    for d in docs:
+        if args.json:
+            print(msgspec.json.encode(d).decode())
+        else:
+            vectors = f"{d.vectors} vectors ({d.model})" if d.model else "no vectors"
+            print(f"{d.path}  {d.chunks} chunks, {vectors}, {d.bytes:,} bytes")
+    if not args.json:
+        print(f"{len(docs)} documents")
+    return 0
+
+
+async def cmd_remove(args: argparse.Namespace) -> int:
+    missing = 0
+    async with _knowledge(args) as kb:
+        known = [d.path for d in await kb.list_documents()]
+        for raw in args.paths:
+            full = Path(raw).expanduser().resolve()
+            # A folder means every document under it; a key an API caller chose (never resolved) is tried as given.
+            targets = [p for p in known if p == str(full) or p.startswith(f"{full}/")] or \
+                      [p for p in known if p == raw]
+            if not targets:
+                print(f"not in the knowledge base: {raw}")
+                missing += 1
+            for p in targets:
+                await kb.remove_document(p)
+                print(f"removed {p}")
+    return 1 if missing else 0
