@@ -47,7 +47,7 @@ def load_agent_file(path: str | Path) -> AgentDef:
 
 
 def default_team() -> Team:
-    """Every agents/*.md except commander.md, sorted by name, under the built-in commander."""
+    """Every agents/*.md, sorted by name, under the commander of agents/commander.md (or the built-in one)."""
     agents: dict[str, AgentDef] = {}
     for path in sorted(data_dir("agents").glob("*.md")):
         if path.name == "commander.md":
@@ -58,4 +58,6 @@ def default_team() -> Team:
         if agent.name in agents:
             raise InputError(f"{path}:1: duplicate agent name `{agent.name}` (also in {agents[agent.name].from_})")
         agents[agent.name] = msgspec.structs.replace(agent, from_=str(path))
-    return Team(agents=[agents[n] for n in sorted(agents)])
+    commander = data_dir("agents") / "commander.md"
+    lead = load_agent_file(commander) if commander.is_file() else AgentDef()
+    return Team(commander=msgspec.structs.replace(lead, name="commander"), agents=[agents[n] for n in sorted(agents)])

@@ -17,7 +17,7 @@ import msgspec
 import structlog
 import trio
 
-from orchestrator import kb_cli, shell, tokens_cli
+from orchestrator import kb_cli, memory_cli, shell, tokens_cli
 from orchestrator.core.errors import InputError
 from orchestrator.core.events import EVENT_ENCODER, Event, message_event
 from orchestrator.core.log import configure
@@ -201,6 +201,7 @@ def parser() -> argparse.ArgumentParser:
     shell.add_parser(sub)
     tokens_cli.add_parser(sub)
     kb_cli.add_parser(sub)
+    memory_cli.add_parser(sub)
 
     r = sub.add_parser("run", help="run a scenario file and check its expectations")
     r.add_argument("file")

@@ -241,7 +241,7 @@ BAD = [
           - user: and stop
             stop: true
             after: 1
-        """, 5, "turns[1].stop", "exactly one of `user`, `stop`, `restart`, `confirm`; got `user` and `stop`"),
+        """, 5, "turns[1].stop", "exactly one of `user`, `stop`, `restart`, `new_room`, `confirm`; got `user` and `stop`"),
     ("stop without after", """\
         name: x
         turns:

@@ -32,7 +32,11 @@ from orchestrator.room.ledger import Ledger
 from orchestrator.scenario.schema import AgentDef, Team
 from orchestrator.store.db import RoomRecord, Store
 from orchestrator.tools.base import Registry
-from orchestrator.tools.builtin import BUILTIN
+from orchestrator.memory.knowledge import KnowledgeBase, SqliteKnowledgeBase
+from orchestrator.memory.notes import Memory
+from orchestrator.tools.builtin import BUILTIN, ROOM_TOOLS, tool_names
+from orchestrator.tools.kb_tool import kb_tool
+from orchestrator.tools.memory_tool import memory_tool
 from orchestrator.tools.session import Answer, ToolSession
 
 log = structlog.get_logger(__name__)
@@ -96,6 +100,7 @@ class Room:
         self._lock = trio.Lock()
         self._scopes: set[trio.CancelScope] = set()
         self._running = 0  # room tasks alive: turns, background work, a limit's stop
+        self._jobs = 0  # shell jobs alive: not "running" for idle, but a stop waits for them
         self._settling = trio.lowlevel.ParkingLot()  # woken whenever a room task ends
         self._anonymous = 0
         self._numbers: dict[str, int] = {}  # reserved anonymous numbers by run_worker call id
@@ -105,6 +110,9 @@ class Room:
         self.can_confirm = can_confirm  # someone is there to answer risky-command questions
         self._questions: dict[str, tuple[trio.Event, list[Answer]]] = {}
         self.tool_session = ToolSession(workspace, ask=self._ask, spawn=self.spawn_job)
+        self.memory = Memory(store)
+        self.knowledge: KnowledgeBase | None = None  # opened with the room
+        self._room_tools = {"memory": memory_tool(self.memory)}
         self._workers = trio.CapacityLimiter(team.limits.max_workers or 1_000_000)
         self.members: dict[str, Member] = {COMMANDER: Member(_commander_spec(team), Partition(COMMANDER))}
         for spec in team.agents:
@@ -119,22 +127,22 @@ class Room:
     @asynccontextmanager
     async def create(cls, store: Store, team: Team, resolve: Resolve, *, name: str = "room",
                      workspace: Path | None = None, retry: RetryPolicy = RetryPolicy(),
-                     on_event: Callable[[Event], None] | None = None,
-                     can_confirm: bool = False) -> AsyncIterator[Room]:
+                     on_event: Callable[[Event], None] | None = None, can_confirm: bool = False,
+                     knowledge: KnowledgeBase | None = None) -> AsyncIterator[Room]:
         workspace = Path(workspace or Path.cwd()).resolve()
         check_team(team)
         meta = {"team": msgspec.to_builtins(team), "workspace": str(workspace)}
         record = await store.create_room(name, floor=COMMANDER, meta=meta)
         async with cls._running_room(store, record, team, resolve, workspace, retry, [], on_event,
-                                     can_confirm) as room:
+                                     can_confirm, knowledge) as room:
             yield room
 
     @classmethod
     @asynccontextmanager
     async def open(cls, store: Store, ref: str, resolve: Resolve, *, team: Team | None = None,
                    retry: RetryPolicy = RetryPolicy(),
-                   on_event: Callable[[Event], None] | None = None,
-                   can_confirm: bool = False) -> AsyncIterator[Room]:
+                   on_event: Callable[[Event], None] | None = None, can_confirm: bool = False,
+                   knowledge: KnowledgeBase | None = None) -> AsyncIterator[Room]:
         """Reopen a stored room: history is healed on load, partitions, floor and ledger rebuilt."""
         record = await store.room(ref)
         if record is None:
@@ -144,17 +152,19 @@ class Room:
         workspace = Path(record.meta.get("workspace") or Path.cwd())
         messages = await store.load(record.id)
         async with cls._running_room(store, record, team, resolve, workspace, retry, messages, on_event,
-                                     can_confirm) as room:
+                                     can_confirm, knowledge) as room:
             yield room
 
     @classmethod
     @asynccontextmanager
     async def _running_room(cls, store, record, team, resolve, workspace, retry, messages,
-                            on_event, can_confirm) -> AsyncIterator[Room]:
+                            on_event, can_confirm, knowledge) -> AsyncIterator[Room]:
         async with trio.open_nursery() as nursery:
             room = cls(store, record, team, resolve, workspace, nursery, retry, can_confirm)
             if on_event:
                 room.subscribe(on_event)
+            room.knowledge = knowledge or await SqliteKnowledgeBase.open(store)
+            room._room_tools["search_knowledge"] = kb_tool(room.knowledge)
             await room._restore(messages)
             room._publish(State(ts=time.time(), room=room.id, floor=room.floor))
             try:
@@ -291,6 +301,11 @@ class Room:
         while self._running > others:
             await self._settling.park()
 
+    async def _quiet(self, others: int) -> None:
+        """After a cancel: every task ended but `others`, and every shell job's process group killed."""
+        while self._running > others or self._jobs:
+            await self._settling.park()
+
     def _task_ended(self) -> None:
         self._running -= 1
         self._settling.unpark_all()
@@ -302,7 +317,7 @@ class Room:
     async def stop(self, reason: str = "stopped by the user") -> None:
         """Group cancellation (G9), the only stop path: every agent, worker and tool in the room."""
         self._cancel_all()
-        await self.idle()
+        await self._quiet(0)
         await self._stopped(reason)
 
     async def _stopped(self, reason: str) -> None:
@@ -321,7 +336,7 @@ class Room:
 
     async def _finish_halt(self, reason: str) -> None:
         try:
-            await self._settled(1)
+            await self._quiet(1)
             await self._stopped(reason)
             await self.notice(reason, [USER, COMMANDER])
         finally:
@@ -361,6 +376,8 @@ class Room:
             self._running += 1
             if args and isinstance(args[0], Member):
                 args[0].active += 1
+        else:
+            self._jobs += 1
         self._nursery.start_soon(self._guarded, scope, fn, args, counted)
 
     async def _guarded(self, scope: trio.CancelScope, fn, args, counted: bool) -> None:
@@ -378,6 +395,9 @@ class Room:
                 if args and isinstance(args[0], Member):
                     args[0].active -= 1
                 self._task_ended()
+            else:
+                self._jobs -= 1
+                self._settling.unpark_all()
 
     async def _respond(self, member: Member) -> None:
         """A conversational turn: the commander, the floor owner or a mentioned member answers."""
@@ -412,7 +432,7 @@ class Room:
         (the commander gets the report as a tool result); hidden -> nobody else.
         """
         async with member.lock:
-            agent = self._agent(member)
+            agent = await self._agent(member)
             done: Done | None = None
             try:
                 async with aclosing(run_turn(agent, member.partition, self._committer(member, mode),
@@ -476,19 +496,22 @@ class Room:
         if self.floor == COMMANDER:
             self.wake(COMMANDER)
 
-    def _agent(self, member: Member) -> Agent:
+    async def _agent(self, member: Member) -> Agent:
+        """What the engine needs for one turn; the memory is frozen into the prompt here (M1)."""
         spec = member.spec
         provider, model = self._resolve(spec.model or self.members[COMMANDER].spec.model)
-        tools = _builtin_tools(spec)
+        tools = Registry([BUILTIN.get(name) or self._room_tools[name] for name in spec.tools])
+        memory = await self.memory.snapshot()
         if member.name == COMMANDER:
             for t in self._commander_tools:
                 tools.add(t)
             system = render("commander.md.j2", instructions=spec.instructions, roster=self.roster(),
                             floor=self.floor, ledger=list(self.ledger.tasks.values())[-20:],
-                            tools=[n for n in tools.names()])
+                            tools=[n for n in tools.names()], memory=memory)
         else:
             system = render("worker.md.j2", name=spec.name, description=spec.description,
-                            instructions=spec.instructions, tools=tools.names(), interactive=spec.interactive)
+                            instructions=spec.instructions, tools=tools.names(), interactive=spec.interactive,
+                            memory=memory)
         return Agent(name=member.name, provider=provider, model=model, system=system, tools=tools,
                      workspace=self.workspace, session=self.tool_session, retry=self._retry, cache_key=self.id,
                      window=spec.context_window or DEFAULT_WINDOW, budget=spec.request_budget,
@@ -501,21 +524,17 @@ class Room:
 def check_team(team: Team) -> None:
     """Everything about a team that can be wrong, found before a room is stored or opened."""
     for spec in [team.commander, *team.agents]:
-        _builtin_tools(spec)
+        _check_tools(spec)
 
 
 def _commander_spec(team: Team) -> AgentDef:
     return msgspec.structs.replace(team.commander, name=COMMANDER, interactive=True)
 
 
-def _builtin_tools(spec: AgentDef) -> Registry:
-    reg = Registry()
+def _check_tools(spec: AgentDef) -> None:
     for name in spec.tools:
-        tool = BUILTIN.get(name)
-        if tool is None:
-            raise InputError(f"agent {spec.name!r}: unknown tool {name!r}; built-in tools: {', '.join(BUILTIN)}")
-        reg.add(tool)
-    return reg
+        if name not in BUILTIN and name not in ROOM_TOOLS:
+            raise InputError(f"agent {spec.name!r}: unknown tool {name!r}; built-in tools: {', '.join(tool_names())}")
 
 
 def _explain(exc: ProviderError) -> str:

@@ -312,12 +312,13 @@ def _checked_team(doc: Document, at: Parts, team: Team, base: Path, default_mode
 
 
 def _check_tools(doc: Document, where: Parts, agent: AgentDef) -> None:
-    from orchestrator.tools.builtin import BUILTIN  # the tools package is heavier than the loader needs
+    from orchestrator.tools.builtin import tool_names  # the tools package is heavier than the loader needs
 
+    known = tool_names()
     for j, name in enumerate(agent.tools):
-        if name not in BUILTIN:
+        if name not in known:
             at = where + ("tools", j) if "tools" in doc.keys(where) else where
-            raise doc.error(at, f"unknown tool `{name}`; built-in tools: {', '.join(BUILTIN)}")
+            raise doc.error(at, f"unknown tool `{name}`; built-in tools: {', '.join(known)}")
 
 
 def _check_files(doc: Document, files: dict[str, str]) -> None:
@@ -365,11 +366,11 @@ def _check_models(doc: Document, models: dict[str, list[ScriptItem]], agents: li
 def _check_turns(doc: Document, turns: list[Turn]) -> None:
     for i, turn in enumerate(turns):
         given = [k for k, on in (("user", turn.user is not None), ("stop", turn.stop), ("restart", turn.restart),
-                                 ("confirm", turn.confirm is not None)) if on]
+                                 ("new_room", turn.new_room), ("confirm", turn.confirm is not None)) if on]
         if len(given) != 1:
             got = " and ".join(f"`{k}`" for k in given) or "none"
             raise doc.error(("turns", i, *given[1:2]), "a turn takes exactly one of `user`, `stop`, `restart`, "
-                                                       f"`confirm`; got {got}", key=bool(given))
+                                                       f"`new_room`, `confirm`; got {got}", key=bool(given))
         if turn.stop and turn.after is None:
             raise doc.error(("turns", i, "stop"), "`stop: true` needs `after: SECONDS` (when to cancel)", key=True)
 

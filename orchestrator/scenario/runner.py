@@ -115,6 +115,7 @@ async def _play(scn: Scenario, store: Store, resolve, ws: Path, sink, retry: Ret
     room_id: str | None = None
     i = 0
     while True:
+        fresh = False
         async with AsyncExitStack() as stack:
             if room_id is None:
                 room = await stack.enter_async_context(
@@ -133,8 +134,9 @@ async def _play(scn: Scenario, store: Store, resolve, ws: Path, sink, retry: Ret
                 else:
                     await trio.sleep_until(last + turn.after)
                 last = trio.current_time()
-                if turn.restart:
+                if turn.restart or turn.new_room:
                     await _settle(room, None, problems)
+                    fresh = turn.new_room
                     break
                 if turn.stop:
                     await room.stop()
@@ -148,6 +150,8 @@ async def _play(scn: Scenario, store: Store, resolve, ws: Path, sink, retry: Ret
             else:
                 await _settle(room, None, problems)
                 return room_id, problems
+        if fresh:
+            room_id = None
 
 
 async def _settle(room: Room, turn, problems: list[str]) -> None:

@@ -106,12 +106,14 @@ class ScriptItem(_Strict):
 
 
 class Turn(_Strict):
-    """One user-side step: exactly one of user / stop / restart / confirm (the loader checks)."""
+    """One user-side step: exactly one of user / stop / restart / new_room / confirm (the loader checks)."""
 
     user: str | None = None
     after: NonNegative | None = None
     stop: bool = False
     restart: bool = False
+    # Our extension: close this room and open a fresh one on the same database (memory carries over).
+    new_room: bool = False
     # Reserved for answering the shell tool's confirmation prompt.
     confirm: Literal["once", "run", "deny"] | None = None
 

@@ -1,6 +1,7 @@
 """The built-in tools an agent definition may name: the file tools and the shell tools.
 
 One map, so the room, the loader's checks and the docs all see the same names.
+The room-made tools are named here too, so a definition is checked before any room exists.
 """
 from __future__ import annotations
 
@@ -9,3 +10,10 @@ from orchestrator.tools.files import FILE_TOOLS
 from orchestrator.tools.shell import SHELL_TOOLS
 
 BUILTIN: dict[str, Tool] = {t.name: t for t in (*FILE_TOOLS, *SHELL_TOOLS)}
+
+# Tools a room builds over its own stores (the user's memory, the knowledge base): granted by name like the rest.
+ROOM_TOOLS = ("memory", "search_knowledge")
+
+
+def tool_names() -> list[str]:
+    return [*BUILTIN, *ROOM_TOOLS]

@@ -1,0 +1,270 @@
+"""Cross-session memory (M1): the user profile and the notes, their caps, and the snapshot of both that
+is frozen into every agent's system prompt at the start of a turn. Kept in the Store's file, table `memory`.
+"""
+from __future__ import annotations
+
+import contextlib
+import re
+from collections.abc import Callable, Iterator
+from typing import Any, Literal, TypeVar
+
+import sqlite_utils
+
+from orchestrator.core.errors import OrchestratorError
+from orchestrator.core.prompts import render
+from orchestrator.memory import scan
+from orchestrator.store.db import Store
+
+T = TypeVar("T")
+Target = Literal["profile", "notes"]
+TARGETS: tuple[Target, ...] = ("profile", "notes")
+PROFILE_CAP = 1500
+NOTES_CAP = 3000
+
+
+class NoteError(OrchestratorError):
+    """A memory change that was not made; the message says why and what to do instead."""
+
+
+class Conflict(NoteError):
+    """The memory changed between reading it and writing a whole new version of it."""
+
+
+class Memory:
+    """The profile and the notes of one database. Writes from the model go through add, replace and
+    remove, which scan first (M3); `rewrite` is the user's own edit and is not scanned."""
+
+    def __init__(self, store: Store, *, profile_cap: int = PROFILE_CAP, notes_cap: int = NOTES_CAP):
+        self._store = store
+        self.caps: dict[Target, int] = {"profile": profile_cap, "notes": notes_cap}
+        self._ready = False
+
+    async def entries(self, target: Target) -> list[str]:
+        return [text for _, text in await self._call(_rows, _known(target))]
+
+    async def add(self, target: Target, text: str) -> str:
+        text = _clean(text)
+        if not text:
+            raise NoteError("nothing to add: the entry is empty")
+        self._vet(_known(target), text)
+        return await self._call(_add, target, text, self.caps[target])
+
+    async def replace(self, target: Target, old: str, new: str) -> str:
+        """Change the one occurrence of `old` (exact text) in the one entry that holds it."""
+        if not old:
+            raise NoteError("say which text to replace: the old text is empty")
+        self._vet(_known(target), new)
+        return await self._call(_replace, target, old, new, self.caps[target])
+
+    async def remove(self, target: Target, text_or_index: str | int) -> str:
+        """Remove entry number `text_or_index` (from 1, as `memory show` numbers them), or the one entry
+        that contains that exact text."""
+        if text_or_index == "":
+            raise NoteError("say which entry to remove: the text is empty")
+        return await self._call(_remove, _known(target), text_or_index, self.caps[target])
+
+    async def rewrite(self, parts: dict[Target, list[str]], *,
+                      expected: dict[Target, list[str]] | None = None) -> list[str]:
+        """Replace whole parts with the user's edited entries, in one transaction; caps still hold.
+        Raises Conflict if a part no longer equals `expected`. Returns notes on repeated entries dropped."""
+        for target in parts:
+            _known(target)
+        return await self._call(_rewrite, parts, expected, self.caps)
+
+    async def snapshot(self) -> str:
+        """The memory block of a system prompt, or "" when both parts are empty."""
+        parts = await self._call(_parts)
+        if not any(parts.values()):
+            return ""
+        return render("memory.md.j2", parts=[
+            {"name": target, "entries": [_shown(e) for e in entries],
+             "used": f"{_used(entries):,}", "cap": f"{self.caps[target]:,}"}
+            for target, entries in parts.items() if entries])
+
+    def _vet(self, target: Target, text: str) -> None:
+        # A text over the cap could never be stored; refusing it unscanned keeps the scan (which runs on
+        # the event loop) as short as a cap.
+        if len(text) > self.caps[target]:
+            raise _full(target, 0, self.caps[target], len(text))
+        _scanned(text)
+
+    async def _call(self, fn: Callable[..., T], *args: Any) -> T:
+        if not self._ready:
+            await self._store.call(_create)
+            self._ready = True
+        return await self._store.call(fn, *args)
+
+
+# --- text ---------------------------------------------------------------------------------
+
+_DELIMITER = re.compile(r"<(?=\s*/?\s*(?:memory|profile|notes)\b)", re.IGNORECASE)
+
+
+def _known(target: str) -> Target:
+    if target not in TARGETS:
+        raise NoteError(f"unknown memory target {target!r}: use profile or notes")
+    return target
+
+
+def _clean(text: str) -> str:
+    # No blank lines inside an entry: a blank line is what separates entries in `memory edit`.
+    lines = (line.rstrip() for line in text.replace("\r\n", "\n").replace("\r", "\n").split("\n"))
+    return "\n".join(line for line in lines if line.strip()).strip()
+
+
+def _scanned(text: str) -> None:
+    if findings := scan.scan(text):
+        raise NoteError(f"refused: the text carries {scan.explain(findings)}; memory is unchanged. "
+                        f"Save facts and preferences in plain words")
+
+
+def _shown(entry: str) -> str:
+    # A user's own edit may hold our delimiters; escaped, an entry cannot close the block it sits in.
+    return _DELIMITER.sub("&lt;", entry).replace("\n", "\n  ")
+
+
+def _used(entries: list[str]) -> int:
+    return sum(map(len, entries))
+
+
+def _quote(text: str) -> str:
+    return repr(text if len(text) <= 60 else text[:57] + "...")
+
+
+def _be(target: Target) -> str:
+    return "is" if target == "profile" else "are"
+
+
+def _usage(used: int, cap: int) -> str:
+    return f"{used:,} of {cap:,} characters used"
+
+
+def _full(target: Target, used: int, cap: int, size: int) -> NoteError:
+    if size > cap:
+        return NoteError(f"the entry has {size:,} characters and {target} {'holds' if target == 'profile' else 'hold'}"
+                         f" at most {cap:,}; shorten it")
+    return NoteError(f"{target} {_be(target)} full: {used:,} of {cap:,} characters used, and this entry has "
+                     f"{size:,}; remove or shorten an entry first")
+
+
+def _entry_numbers(numbers: list[int]) -> str:
+    return ", ".join(map(str, numbers[:-1])) + f" and {numbers[-1]}"
+
+
+# --- in the store's thread ------------------------------------------------------------------
+
+@contextlib.contextmanager
+def _transaction(db: sqlite_utils.Database) -> Iterator[None]:
+    # IMMEDIATE: the write lock is taken before reading, so `memory edit` in another process cannot
+    # commit between our read of the entries and our write.
+    db.execute("BEGIN IMMEDIATE")
+    try:
+        yield
+        db.conn.commit()
+    except BaseException:
+        db.conn.rollback()  # a no-op when the error already ended the transaction
+        raise
+
+
+def _create(db: sqlite_utils.Database) -> None:
+    db["memory"].create({"id": int, "target": str, "text": str}, pk="id", if_not_exists=True)
+
+
+def _rows(db: sqlite_utils.Database, target: Target) -> list[tuple[int, str]]:
+    return db.execute("SELECT id, text FROM memory WHERE target = ? ORDER BY id", [target]).fetchall()
+
+
+def _parts(db: sqlite_utils.Database) -> dict[Target, list[str]]:
+    return {target: [text for _, text in _rows(db, target)] for target in TARGETS}
+
+
+def _find(rows: list[tuple[int, str]], target: Target, text: str) -> int:
+    """The index of the one entry holding `text` exactly once."""
+    holding = [i for i, (_, entry) in enumerate(rows) if text in entry]
+    if not holding:
+        raise NoteError(f"no {target} entry contains {_quote(text)}; copy the text exactly as the memory shows it")
+    if len(holding) > 1:
+        raise NoteError(f"{_quote(text)} is in entries {_entry_numbers([i + 1 for i in holding])} of {target}; "
+                        f"quote more of the entry you mean")
+    if rows[holding[0]][1].count(text) > 1:
+        raise NoteError(f"{_quote(text)} occurs more than once in entry {holding[0] + 1} of {target}; "
+                        f"quote more of it")
+    return holding[0]
+
+
+def _same(rows: list[tuple[int, str]], text: str, skip: int | None = None) -> int | None:
+    key = scan.fold(text)
+    return next((i for i, (_, entry) in enumerate(rows) if i != skip and scan.fold(entry) == key), None)
+
+
+def _add(db: sqlite_utils.Database, target: Target, text: str, cap: int) -> str:
+    with _transaction(db):
+        rows = _rows(db, target)
+        used = _used([entry for _, entry in rows])
+        if (twin := _same(rows, text)) is not None:
+            return f"not added: {target} already has it as entry {twin + 1}; {_usage(used, cap)}"
+        if used + len(text) > cap:
+            raise _full(target, used, cap, len(text))
+        db.execute("INSERT INTO memory (target, text) VALUES (?, ?)", [target, text])
+    return (f"added to {target} as entry {len(rows) + 1}; {_usage(used + len(text), cap)}. "
+            f"It shows in the system prompt from the next turn on")
+
+
+def _replace(db: sqlite_utils.Database, target: Target, old: str, new: str, cap: int) -> str:
+    with _transaction(db):
+        rows = _rows(db, target)
+        i = _find(rows, target, old)
+        row_id, before = rows[i]
+        after = _clean(before.replace(old, new))
+        used = _used([entry for _, entry in rows]) - len(before)
+        if not after:
+            db.execute("DELETE FROM memory WHERE id = ?", [row_id])
+            return f"removed entry {i + 1} of {target}: nothing was left of it; {_usage(used, cap)}"
+        # The joined entry is scanned too: two harmless halves can make one instruction.
+        _scanned(after)
+        if (twin := _same(rows, after, skip=i)) is not None:
+            raise NoteError(f"the changed entry {i + 1} would repeat entry {twin + 1} of {target}; "
+                            f"remove entry {i + 1} instead")
+        if used + len(after) > cap:
+            raise _full(target, used, cap, len(after))
+        db.execute("UPDATE memory SET text = ? WHERE id = ?", [after, row_id])
+    return f"replaced in entry {i + 1} of {target}; {_usage(used + len(after), cap)}"
+
+
+def _remove(db: sqlite_utils.Database, target: Target, which: str | int, cap: int) -> str:
+    with _transaction(db):
+        rows = _rows(db, target)
+        if not rows:
+            raise NoteError(f"{target} {_be(target)} empty; nothing to remove")
+        if isinstance(which, int):
+            if not 1 <= which <= len(rows):
+                raise NoteError(f"{target} has entries 1 to {len(rows)}; there is no entry {which}")
+            i = which - 1
+        else:
+            i = _find(rows, target, which)
+        db.execute("DELETE FROM memory WHERE id = ?", [rows[i][0]])
+    used = _used([entry for _, entry in rows]) - len(rows[i][1])
+    return f"removed entry {i + 1} of {target}; {_usage(used, cap)}"
+
+
+def _rewrite(db: sqlite_utils.Database, parts: dict[Target, list[str]],
+             expected: dict[Target, list[str]] | None, caps: dict[Target, int]) -> list[str]:
+    notes: list[str] = []
+    with _transaction(db):
+        for target, entries in parts.items():
+            current = [entry for _, entry in _rows(db, target)]
+            if expected is not None and current != expected.get(target, []):
+                raise Conflict(f"{target} changed while you were editing it (an agent saved something)")
+            kept: list[str] = []
+            for entry in filter(None, map(_clean, entries)):
+                if _same([(0, k) for k in kept], entry) is None:
+                    kept.append(entry)
+            if dropped := len([e for e in entries if _clean(e)]) - len(kept):
+                notes.append(f"dropped {dropped} repeated {'entry' if dropped == 1 else 'entries'} from {target}")
+            if (used := _used(kept)) > caps[target]:
+                raise NoteError(f"{target} would hold {used:,} characters and its cap is {caps[target]:,}; "
+                                f"shorten or remove entries")
+            db.execute("DELETE FROM memory WHERE target = ?", [target])
+            for entry in kept:
+                db.execute("INSERT INTO memory (target, text) VALUES (?, ?)", [target, entry])
+    return notes

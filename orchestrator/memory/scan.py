@@ -1,0 +1,587 @@
+"""The injection scanner (M3): what a memory write may not carry into a system prompt, in four classes.
+
+Prompt injection, requests for secrets, imitations of chat-role markup, invisible Unicode controls.
+"""
+from __future__ import annotations
+
+import re
+import unicodedata
+from dataclasses import dataclass
+
+INJECTION = "prompt-injection"
+SECRETS = "secret-request"
+ROLE = "role-imitation"
+INVISIBLE = "invisible-unicode"
+
+# The order findings are reported in.
+LABELS = {
+    INJECTION: "prompt injection",
+    SECRETS: "a request to reveal or send secrets",
+    ROLE: "an imitation of a system or chat-role message",
+    INVISIBLE: "invisible or bidirectional Unicode controls",
+}
+
+
+@dataclass(frozen=True)
+class Finding:
+    kind: str  # a key of LABELS
+    reason: str  # a fixed phrase, or a code point and its name: never the scanned text itself
+
+    def __str__(self) -> str:
+        return f"{LABELS[self.kind]} ({self.reason})"
+
+
+def scan(text: str) -> list[Finding]:
+    """At most one finding per class, in the order of LABELS; empty when the text may be saved."""
+    found: dict[str, Finding] = {}
+    views = _Views(text)
+    for rule in _RULES:
+        if rule.kind not in found and rule.hit(views):
+            found[rule.kind] = Finding(rule.kind, rule.reason)
+    if hidden := invisible(text):
+        found[INVISIBLE] = hidden
+    return [found[kind] for kind in LABELS if kind in found]
+
+
+def explain(findings: list[Finding]) -> str:
+    return "; ".join(map(str, findings))
+
+
+def fold(text: str) -> str:
+    """The form two entries are compared in: "Uses pnpm." and "uses  PNPM" are the same entry."""
+    return " ".join(_folded(text).split()).rstrip(".!;。").strip()
+
+
+# --- invisible characters ----------------------------------------------------------------
+
+# Prepended concatenation marks: format characters that are printed, so nothing hides behind them.
+_PRINTED_FORMAT = frozenset({*range(0x0600, 0x0606), 0x06DD, 0x070F, 0x0890, 0x0891, 0x08E2, 0x110BD, 0x110CD})
+# Not format characters, yet they render as nothing.
+_BLANK = frozenset({0x034F, 0x115F, 0x1160, 0x17B4, 0x17B5, *range(0x180B, 0x1810), 0x2800, 0x3164, 0xFFA0})
+_ZWNJ, _ZWJ = 0x200C, 0x200D
+_KEYCAP_BASES = frozenset("0123456789#*")
+
+
+def _is_variation_selector(cp: int) -> bool:
+    return 0xFE00 <= cp <= 0xFE0F or 0xE0100 <= cp <= 0xE01EF
+
+
+def _hidden(c: str) -> bool:
+    """Context-free: could this character hide or reorder text?"""
+    cp = ord(c)
+    cat = unicodedata.category(c)
+    if cat == "Cc":
+        return c not in "\t\n\r"
+    return ((cat == "Cf" and cp not in _PRINTED_FORMAT) or cat in ("Zl", "Zp") or cp in _BLANK
+            or _is_variation_selector(cp))
+
+
+def _joining_script(c: str) -> bool:
+    # Arabic, Syriac, Thaana, N'Ko and the Indic scripts spell some words with ZWJ/ZWNJ.
+    cp = ord(c)
+    return unicodedata.category(c)[0] in "LM" and (0x0600 <= cp <= 0x08FF or 0x0900 <= cp <= 0x0DFF
+                                                  or 0xFB50 <= cp <= 0xFEFC)
+
+
+def _pictograph(c: str) -> bool:
+    return unicodedata.category(c) in ("So", "Sk") or 0x1F3FB <= ord(c) <= 0x1F3FF
+
+
+def _allowed(text: str, i: int) -> bool:
+    """Invisible characters that ordinary writing needs: emoji sequences, and joiners in joining scripts."""
+    cp, before, after = ord(text[i]), text[i - 1] if i else "", text[i + 1] if i + 1 < len(text) else ""
+    if cp in (_ZWNJ, _ZWJ) and before and after:
+        if _joining_script(before) and _joining_script(after):
+            return True
+        base = text[i - 2] if _is_variation_selector(ord(before)) and i >= 2 else before
+        return cp == _ZWJ and _pictograph(base) and _pictograph(after)
+    if _is_variation_selector(cp):
+        # One selector after a visible base (emoji style, a CJK glyph variant, a keycap); a run of them
+        # is how data is smuggled ("emoji smuggling").
+        return bool(before) and not _hidden(before) and (not before.isascii() or before in _KEYCAP_BASES)
+    if 0xE0020 <= cp <= 0xE007F:  # tag characters spell subdivision flags right after the black flag
+        start = i
+        while start and 0xE0020 <= ord(text[start - 1]) <= 0xE007F:
+            start -= 1
+        return start > 0 and text[start - 1] == "\U0001F3F4" and i - start < 8
+    return False
+
+
+def invisible(text: str) -> Finding | None:
+    hits = [i for i, c in enumerate(text) if _hidden(c) and not _allowed(text, i)]
+    if not hits:
+        return None
+    first = text[hits[0]]
+    name = unicodedata.name(first, "control character")
+    more = f", {len(hits)} in all" if len(hits) > 1 else ""
+    return Finding(INVISIBLE, f"U+{ord(first):04X} {name}{more}")
+
+
+# --- normalization -------------------------------------------------------------------------
+
+# Letters that look alike across scripts, so "іgnоrе" written with Cyrillic і, о, е matches "ignore".
+_HOMOGLYPHS = str.maketrans({
+    "а": "a", "е": "e", "о": "o", "р": "p", "с": "c", "у": "y", "х": "x", "і": "i", "ј": "j", "ѕ": "s",
+    "һ": "h", "ԁ": "d", "ӏ": "l", "ԛ": "q", "ԝ": "w", "ɡ": "g", "ɑ": "a", "α": "a", "ο": "o", "ε": "e",
+    "ι": "i", "κ": "k", "ν": "v", "ρ": "p", "τ": "t", "υ": "u", "χ": "x", "ϲ": "c",
+    "đ": "d", "ø": "o", "ł": "l", "ı": "i",
+    # small capitals, which NFKC leaves alone
+    "ᴀ": "a", "ʙ": "b", "ᴄ": "c", "ᴅ": "d", "ᴇ": "e", "ɢ": "g", "ʜ": "h", "ɪ": "i", "ᴊ": "j", "ᴋ": "k",
+    "ʟ": "l", "ᴍ": "m", "ɴ": "n", "ᴏ": "o", "ᴘ": "p", "ʀ": "r", "ꜱ": "s", "ᴛ": "t", "ᴜ": "u", "ᴠ": "v",
+    "ᴡ": "w", "ʏ": "y", "ᴢ": "z",
+})
+_LEET = {"0": "o", "1": "i", "3": "e", "4": "a", "5": "s", "7": "t", "@": "a", "$": "s"}
+_LEET_INNER = {"!": "i", "|": "i"}  # only between two letters: "all!" stays "all"
+_SINGLES = re.compile(r"(?<!\S)\S(?: \S){2,}(?!\S)")  # "i g n o r e" spelled out letter by letter
+
+
+def _is_word(c: str) -> bool:
+    return unicodedata.category(c)[0] in "LMN"
+
+
+def _latin(c: str) -> bool:
+    cp = ord(c)
+    return c.isalpha() and (cp < 0x0250 or 0x1E00 <= cp <= 0x1EFF)
+
+
+def _unhide(text: str) -> str:
+    """Invisible characters go: inside a word they vanish ("ig", zero-width space, "nore" is "ignore"),
+    elsewhere they separate words."""
+    out: list[str] = []
+    i, n = 0, len(text)
+    while i < n:
+        if not _hidden(text[i]):
+            out.append(text[i])
+            i += 1
+            continue
+        j = i
+        while j < n and _hidden(text[j]):
+            j += 1
+        inside = i > 0 and j < n and _is_word(text[i - 1]) and _is_word(text[j])
+        out.append("" if inside else " ")
+        i = j
+    return "".join(out)
+
+
+def _strip_latin_marks(text: str) -> str:
+    # "bỏ qua" and "bo qua", "règles" and "regles" are the same words; Thai or Devanagari marks are
+    # letters of their words, so only marks on Latin letters go.
+    out: list[str] = []
+    for c in unicodedata.normalize("NFD", text):
+        if unicodedata.category(c) == "Mn" and out and _latin(out[-1]):
+            continue
+        out.append(c)
+    return unicodedata.normalize("NFC", "".join(out))
+
+
+def _folded(text: str) -> str:
+    """NFKC (fullwidth and mathematical letters become plain ones), hidden characters out, casefold,
+    accents off Latin letters, cross-script lookalikes mapped."""
+    text = _unhide(unicodedata.normalize("NFKC", text)).casefold()
+    return _strip_latin_marks(text).translate(_HOMOGLYPHS)
+
+
+def _unleet(text: str) -> str:
+    """Digits and symbols used as letters, inside words that have letters: "1gn0re", "p@$$word"."""
+    def token(m: re.Match) -> str:
+        t = m.group()
+        if not any(c.isalpha() for c in t):
+            return t
+        chars = list(t)
+        for i, c in enumerate(t):
+            if c in _LEET:
+                chars[i] = _LEET[c]
+            elif c in _LEET_INNER and 0 < i < len(t) - 1 and t[i - 1].isalpha() and t[i + 1].isalpha():
+                chars[i] = _LEET_INNER[c]
+        return "".join(chars)
+
+    return re.sub(r"\S+", token, text)
+
+
+def _words(text: str) -> str:
+    """Words of letters and digits separated by single spaces; "l" reads as "i" (l, 1, | and ! look alike)."""
+    text = "".join(c if _is_word(c) else " " for c in text.replace("l", "i"))
+    text = " ".join(text.split())
+    return _SINGLES.sub(lambda m: m.group().replace(" ", ""), text)
+
+
+class _Views:
+    """The text as the rules read it: `folded` and `leet` keep punctuation (markup, paths); `words` and
+    `compact` (no spaces at all: "i-g-n-o-r-e" and "ignoreall") are what phrase rules match."""
+
+    def __init__(self, text: str):
+        self.folded = _folded(text)
+        self.leet = _unleet(self.folded)
+        self.words = _words(self.leet)
+        self.compact_at = [i for i, c in enumerate(self.words) if c != " "]  # compact index -> words index
+        self.compact = "".join(self.words[i] for i in self.compact_at)
+
+
+# --- rules ----------------------------------------------------------------------------------
+
+def _fold_markup(source: str) -> str:
+    # The text's mapping, applied to a lowercase source: letters change, regex syntax does not
+    # (no casefold: it would turn \S into \s). NFKC splits Thai SARA AM in the text, so here too.
+    return _strip_latin_marks(unicodedata.normalize("NFKC", source)).translate(_HOMOGLYPHS)
+
+
+def _fold_pattern(source: str) -> str:
+    return _fold_markup(source).replace("l", "i")
+
+
+_NEGATED_WORDS = re.compile(_fold_pattern(
+    r"(?:^| )(?:never|not|dont|don t|do not|no|avoid|nor|without|nunca|jamais|ne|nie|niemals|nicht|kein|"
+    r"keine|никогда|не|нельзя|dung|khong|jangan|tidak|tak|mai|non)(?: ever| pernah| bao gio| jamais)?"
+    r"(?: \S+ (?:or|and|nor|ou|et|oder|und|y|o|и|или|atau|dan|va|hoac|e))? ?$"))
+_NEGATED_CLOSE = re.compile(r"(?:不要|别|別|请勿|請勿|切勿|禁止|勿|绝不|絕不|不得|不能|不可|ไม่|ห้าม|อย่า)\S{0,5}$")
+
+
+def _negated(words_before: str) -> bool:
+    """Does a negation govern what follows? "never print API keys" is a rule, not a request."""
+    return bool(_NEGATED_WORDS.search(words_before) or _NEGATED_CLOSE.search(words_before))
+
+
+@dataclass(frozen=True)
+class _Rule:
+    kind: str
+    reason: str
+    patterns: tuple[tuple[str, re.Pattern], ...]  # (view name, compiled)
+    negatable: bool
+
+    def hit(self, views: _Views) -> bool:
+        for view, pattern in self.patterns:
+            text = getattr(views, view)
+            for m in pattern.finditer(text):
+                if not self.negatable or not any(map(_negated, self._words_before(views, view, text, m.start()))):
+                    return True
+        return False
+
+    @staticmethod
+    def _words_before(views: _Views, view: str, text: str, start: int) -> tuple[str, ...]:
+        if view == "words":
+            return (text[:start],)
+        if view == "compact":
+            # Up to the match, and up to the start of the word it begins in: a compact match may begin
+            # inside a word, as "cetak" (print) does in "jangan pernah mencetak" (never print).
+            at = views.compact_at[start] if start < len(views.compact_at) else len(views.words)
+            return views.words[:at], views.words[:views.words.rfind(" ", 0, at) + 1]
+        return (_words(text[:start]),)
+
+
+def _phrase(kind: str, reason: str, source: str, *, bounded: bool = True, negatable: bool = False) -> _Rule:
+    """A phrase rule: `source` is a lowercase regex in which a space is a gap between words (accents on
+    Latin letters may be left out). It matches the words view, whole words only when `bounded` (scripts
+    written without spaces are not), and the compact view, where the gaps are gone."""
+    body = _fold_pattern(source)
+    words = rf"(?<!\S)(?:{body})(?!\S)" if bounded else body
+    compact = re.sub(r" \??", "", body)  # an optional gap " ?" must not leave its "?" behind
+    return _Rule(kind, reason, (("words", re.compile(words)), ("compact", re.compile(compact))), negatable)
+
+
+def _markup(kind: str, reason: str, source: str, *, negatable: bool = False) -> _Rule:
+    """A rule over the folded text, punctuation kept (markup, headers, paths, URLs)."""
+    pattern = re.compile(_fold_markup(source), re.MULTILINE)
+    return _Rule(kind, reason, (("folded", pattern), ("leet", pattern)), negatable)
+
+
+def _alt(*words: str) -> str:
+    return "(?:" + "|".join(words) + ")"
+
+
+# English building blocks. A rule asks for a qualifier ("previous", "your", "all") before the object,
+# because "ignore the lint rules in vendor/" is an ordinary note and "ignore your rules" is not.
+_EN_DROP = _alt("ignore", "ignoring", "disregard", "disregarding", "forget", "forgetting", "skip", "override",
+                "overriding", "bypass", "bypassing", "abandon", "discard", "dismiss", "neglect", "supersede",
+                "overrule", "set aside", "throw out", "stop following", "do not follow", "dont follow",
+                "don t follow", "no longer follow", "do not obey", "dont obey", "don t obey", "stop obeying")
+_EN_FILL = _alt("all", "any", "of", "the", "your", "my", "these", "those", "such", "each", "every")
+_EN_QUAL = _alt("all", "any", "every", "your", "my", "these", "those", "previous", "prior", "above", "earlier",
+                "preceding", "foregoing", "former", "original", "initial", "other", "system", "developer",
+                "safety", "hidden")
+_EN_QUAL_TIME = _alt("previous", "prior", "above", "earlier", "preceding", "foregoing", "former", "original",
+                     "initial", "system", "developer", "safety", "your", "ethical", "content", "openai",
+                     "anthropic", "built in", "core")
+_EN_ADJ = _alt("system", "safety", "developer", "security", "ethical", "content", "original", "initial",
+               "hidden", "given", "above", "earlier", "core", "base")
+_EN_OBJ = _alt("instructions?", "prompts?", "directives?", "guardrails?", "system prompt", "system message")
+_EN_OBJ_WEAK = _alt("rules", "restrictions", "constraints", "context", "polic(?:y|ies)", "limitations",
+                    "filters", "safeguards", "training", "conditioning", "orders", "messages", "settings",
+                    "principles", "values", "guidelines", "guidance", "programming", "commands")
+_EN_OBJ_ALONE = _alt("system prompt", "system message", "system instructions", "guardrails",
+                     "safety guidelines", "content policy", "safety rules", "developer instructions")
+
+_SECRET_OBJ = _alt("credentials", "passwords?", "passphrases?", "secrets", "secret keys?", "api keys?",
+                   "api tokens?", "private keys?", "access keys?", "access tokens?", "auth tokens?",
+                   "bearer tokens?", "session tokens?", "refresh tokens?", "cookies", "seed phrase",
+                   "recovery phrase", "mnemonic", "ssh keys?", "signing keys?", "id rsa", "id ed25519",
+                   "keychain", "login details")
+_ENV_OBJ = _alt("env(?:ironment)? variables?", "env vars", "env file", "dot env")
+_SOFT_OBJ = _alt("keys", "key", "tokens", "token", _ENV_OBJ)
+_PROMPT_OBJ = _alt("system prompt", "initial prompt", "hidden prompt", "original prompt", "hidden instructions",
+                   "system instructions", "system message", "original instructions", "initial instructions",
+                   "developer message", "developer instructions", "prompt above", "instructions above",
+                   "instructions you were given", "full prompt", "pre prompt", "preprompt")
+# Nouns after a secret's name that make it a thing about the secret, not the secret: "the API keys page".
+_ABOUT = r"(?! (?:page|pages|fingerprint|id|ids|name|names|field|format|length|prefix|rotation|count|tab|" \
+         r"settings|hash|metadata|expiry|scopes?|header|menu|screen|policy|manager|store|vault))"
+_MOD_WORDS = ("api", "access", "secret", "private", "ssh", "gpg", "pgp", "aws", "azure", "gcp", "openai",
+              "anthropic", "github", "gitlab", "stripe", "slack", "auth", "bearer", "session", "master", "root",
+              "admin", "deploy", "signing", "encryption", "production", "prod", "stored", "saved", "current",
+              "full", "raw", "real", "actual", "environment", "env", "user s", "users", "unmasked", "plaintext",
+              "plain text", "cloud", "database", "db")
+_MOD = _alt(*_MOD_WORDS)
+_SECRET_FILL = _alt("me", "us", "all", "any", "every", "of", "the", "your", "my", "our", "its", "these", "those",
+                    *_MOD_WORDS)
+# Handing over is the request itself; sending is ordinary ("send the token in the Authorization header")
+# until it names a destination of the attacker's kind.
+_DISCLOSE = _alt("reveal", "leak", "expose", "disclose", "exfiltrate", "hand over", "give me", "give us",
+                 "tell me", "tell us", "send me", "send us", "share with me", "smuggle", "sneak out")
+_TRANSPORT = _alt("send", "post", "upload", "email", "e mail", "mail", "forward", "transmit", "share", "paste",
+                  "copy", "beam")
+_DESTINATION = _alt("me", "us", "my (?:email|server|webhook|endpoint|site|inbox)",
+                    "this (?:address|url|email|endpoint|server|webhook|chat|link)", "https?", "www", "pastebin",
+                    "webhook site", "ngrok", "requestbin", "an? (?:external|outside|remote|public|third party)")
+_SHOW = _alt("print", "show", "display", "output", "echo", "write out", "read out", "repeat", "type out",
+             "spell out", "tell", "recite", "write down", "dump")
+_POSSESSIVE = _alt("your", "the", "my", "our", "its", "all", "any", "these", "those", "every", "each")
+
+_EN = [
+    _phrase(INJECTION, "asks to ignore earlier instructions",
+            rf"{_EN_DROP} (?:{_EN_FILL} ){{0,3}}{_EN_QUAL} (?:{_EN_ADJ} )?{_EN_OBJ}"),
+    _phrase(INJECTION, "asks to ignore earlier instructions",
+            rf"{_EN_DROP} (?:{_EN_FILL} ){{0,3}}{_EN_QUAL_TIME} (?:{_EN_ADJ} )?{_EN_OBJ_WEAK}"),
+    _phrase(INJECTION, "asks to ignore earlier instructions",
+            rf"{_EN_DROP} (?:{_EN_FILL} ){{0,3}}{_EN_OBJ_ALONE}"),
+    _phrase(INJECTION, "asks to ignore earlier instructions",
+            rf"{_EN_DROP} (?:{_EN_FILL} ){{0,3}}(?:{_EN_OBJ}|{_EN_OBJ_WEAK}) (?:above|before this|so far|"
+            r"you (?:were|have been|ve been) given|you received|from (?:the )?(?:system|developer|operator))"),
+    _phrase(INJECTION, "asks to ignore earlier instructions",
+            rf"{_EN_DROP} (?:everything|all|anything|whatever)(?: (?:of|that))?(?: the)? (?:(?:was|is|you were|"
+            r"you ve been|you have been|i|we) )?(?:said|written|told|given|instructed|stated|above|before this|"
+            r"previously|earlier|so far|up to now|preceding)"),
+    _phrase(INJECTION, "asks to ignore earlier instructions",
+            rf"{_EN_DROP} (?:the |everything |all (?:of )?(?:the )?)?(?:above|preceding|foregoing)"
+            r"(?: (?:text|message|messages|instructions|content|prompt))?(?:$| and| then| instead| now)"),
+    _phrase(INJECTION, "declares new instructions",
+            r"your (?:new|real|actual|true|updated|only|revised) (?:task|instructions?|goal|objective|purpose|"
+            r"role|job|mission|directive|orders?|rules|prompt) (?:is|are|will be|now|from now)"),
+    _phrase(INJECTION, "declares new instructions",
+            r"(?:new|updated|revised|real|actual|overriding|secret|hidden) (?:system )?(?:instructions|directives|"
+            r"system prompt) (?:are as follows|follow|below|take effect|apply now|from now on)"),
+    _phrase(INJECTION, "claims a new identity or mode",
+            r"you are now (?:an? |in |my )?(?:dan|unrestricted|unfiltered|uncensored|jailbroken|evil|free from|"
+            r"god mode|dan mode|without (?:any )?(?:rules|restrictions|limits|filters))|you are no longer (?:bound|"
+            r"restricted by|an ai|an assistant|claude|chatgpt|subject to)"),
+    _phrase(INJECTION, "claims a new identity or mode",
+            r"(?:enable|enter|activate|switch to|turn on|unlock|engage) (?:the )?(?:dan|god|jailbreak|jailbroken|"
+            r"unrestricted|uncensored|unfiltered|evil|no filter|no restrictions) mode"),
+    _phrase(INJECTION, "claims a new identity or mode",
+            r"(?:act|behave|respond|answer) (?:as|like) (?:if you (?:are|were) )?(?:an? )?(?:unrestricted|"
+            r"unfiltered|uncensored|jailbroken|evil|dan)|do anything now"),
+    _phrase(INJECTION, "claims a new identity or mode",
+            r"pretend (?:that )?(?:you are|you re|to be) (?:an? )?(?:ai )?(?:unrestricted|unfiltered|uncensored|"
+            r"jailbroken|evil|dan|without (?:any )?(?:rules|restrictions|limits|filters|guidelines))"),
+    _phrase(INJECTION, "addresses the model behind the user's back",
+            r"if you are an? (?:ai|llm|language model|ai assistant|chatbot|large language model)"),
+    _phrase(INJECTION, "asks to hide actions from the user",
+            r"without (?:telling|informing|notifying|alerting) (?:the )?(?:user|human|operator)"
+            r"|(?:hide|conceal|keep) (?:this|it|these instructions|the following) (?:secret )?from (?:the )?"
+            r"(?:user|human|operator)|(?:do not|dont|don t|never) (?:tell|inform) (?:the )?(?:user|human|"
+            r"operator) (?:about (?:this|these|it)|that you)"),
+    _phrase(INJECTION, "claims priority over other instructions",
+            r"(?:this|these|the following) (?:instructions?|messages?|notes?|rules?|entry|memory) (?:take|takes|"
+            r"have|has|get|gets) (?:priority|precedence) over|(?:top|highest|maximum|absolute|utmost) priority "
+            r"(?:instruction|directive|order|command)"),
+    _phrase(INJECTION, "sets a trigger for a later turn",
+            r"(?:when|whenever|once|as soon as|if) you (?:read|see|load|process|encounter|receive) (?:this|these)"
+            r" (?:note|memory|entry|instructions?|memories|notes)"),
+    _phrase(SECRETS, "asks to reveal or send keys or secrets",
+            rf"{_DISCLOSE} (?:{_SECRET_FILL} ){{0,3}}(?:{_SECRET_OBJ}|{_SOFT_OBJ}){_ABOUT}", negatable=True),
+    _phrase(SECRETS, "asks to reveal or send keys or secrets",
+            rf"{_TRANSPORT} (?:{_SECRET_FILL} ){{0,3}}(?:{_SECRET_OBJ}|{_SOFT_OBJ}) (?:to|into|at|with) "
+            rf"{_DESTINATION}", negatable=True),
+    _phrase(SECRETS, "asks to reveal or send keys or secrets",
+            rf"{_SHOW} (?:me |us )?(?:(?:all|any|every|each) (?:of )?)?{_POSSESSIVE} (?:{_MOD} ){{0,2}}"
+            rf"(?:{_SECRET_OBJ}|{_ENV_OBJ}){_ABOUT}", negatable=True),
+    _phrase(SECRETS, "asks to reveal or send keys or secrets",
+            rf"{_SHOW} (?:me |us )?(?:(?:all|any|every|each) (?:of )?)?your (?:{_MOD} ){{0,2}}"
+            rf"{_SOFT_OBJ}{_ABOUT}", negatable=True),
+    _phrase(SECRETS, "asks to reveal or send keys or secrets",
+            rf"(?:include|append|insert|add|put|embed|attach|paste|write|leave) your (?:{_MOD} ){{0,2}}"
+            rf"(?:{_SECRET_OBJ}|{_SOFT_OBJ}){_ABOUT}", negatable=True),
+    _phrase(SECRETS, "asks to reveal or send keys or secrets",
+            rf"(?:{_DISCLOSE}|{_SHOW}|{_TRANSPORT}) (?:me |us )?(?:the )?(?:values?|contents?) of (?:the |your |"
+            rf"all |every )?(?:{_MOD} ){{0,2}}(?:{_SECRET_OBJ}|{_ENV_OBJ}|[a-z]+ api key|"
+            r"(?:openai|anthropic|aws|github|stripe|api|secret|private) key)", negatable=True),
+    _phrase(SECRETS, "asks to reveal the system prompt",
+            rf"(?:{_DISCLOSE}|{_SHOW}|(?:respond|reply|answer|begin|start|end) with) (?:back )?(?:me |us )?"
+            rf"(?:{_EN_FILL} ){{0,3}}(?:{_PROMPT_OBJ}|"
+            r"(?:text|words|everything|all) (?:above|before this)|your (?:instructions|rules|prompt|"
+            r"initial instructions))", negatable=True),
+]
+
+_MARKUP = [
+    _markup(ROLE, "chat-role tag", r"<\s*/?\s*(?:system|assistant|developer|user|tool|sys|instructions?|"
+                                   r"im_start|im_end|memory|profile|notes)(?:\s[^>]*)?>"),
+    _markup(ROLE, "chat-template token", r"<<\s*/?\s*sys\s*>>|\[\s*/?\s*inst\s*\]|<\|[^|>\n]{1,30}\|>|"
+                                         r"<\s*/?\s*(?:start_of_turn|end_of_turn)\s*>"),
+    _markup(ROLE, "chat-role header",
+            r"(?:^|[.!?]\s)[ \t]*(?:#{1,6}|\*\*|[=\-_*]{2,})?[ \t]*(?:system|assistant|developer|human|"
+            r"system (?:message|prompt|note|instruction|override|update|alert|notice)|sistema|systeme|система|"
+            r"he thong|ระบบ|sistem|系统|系統|システム|시스템|assistente|asistente|assistent|ассистент|助手|助理)"
+            r"[ \t]*(?:\*\*|[=\-_*]{2,})?[ \t]*(?::|-{1,2}>|=>)"),
+    _markup(ROLE, "chat-role header",
+            r"^[ \t]*#{1,6}[ \t]*(?:system|assistant|developer|instructions?|response|system prompt)[ \t]*:?[ \t]*$"),
+    _markup(ROLE, "chat-role header",
+            r"(?:^|:\s)[ \t]*\[\s*(?:system|developer|assistant)(?:\s+(?:message|prompt|note|override|instruction|"
+            r"notice|alert))?\s*\]|\[\s*(?:system|developer)(?:\s+(?:message|prompt|note|override))?\s*\]\s*:"),
+    _markup(ROLE, "chat-role field", r"[\"']?\brole[\"']?\s*[:=]\s*[\"']?(?:system|developer|assistant)\b"),
+    _markup(ROLE, "chat-role header",
+            r"\b(?:begin|start|end)\s+(?:of\s+)?(?:the\s+)?(?:system|developer)\s+(?:prompt|message|instructions?)\b"
+            r"|\bsystem\s*(?:override|update|alert|notice)\s*:"
+            r"|\b(?:new|updated|real|actual|true|revised)\s+system\s+(?:prompt|message|instructions?)\s*:"),
+    _markup(SECRETS, "asks to send credential files",
+            r"\b(?:cat|send|upload|post|curl|email|exfiltrate|print|dump|base64|encode|read|transmit|leak|share|"
+            r"attach|paste|output|show|display|write|copy|include|embed|commit|push)\b[^\n]{0,40}?"
+            r"(?:\.ssh/(?!config\b|known_hosts\b|authorized_keys\b|"
+            r"[\w.-]+\.pub\b)|\bid_(?:rsa|ed25519|ecdsa|dsa)\b(?!\.pub)|"
+            r"\.aws/credentials|/etc/shadow|\.netrc\b|\.git-credentials|\.pgpass|\.docker/config\.json|"
+            r"\.kube/config|\.npmrc|\.pypirc)", negatable=True),
+    _markup(SECRETS, "asks to send secrets to an outside address",
+            r"\b(?:send|post|upload|forward|transmit|exfiltrate|email|curl|wget|pipe|beacon|leak)\b[^\n]{0,100}?"
+            r"\b(?:(?:api|secret|private|ssh|access) keys?|secrets?|passwords?|credentials|env|environment|"
+            r"cookies?|(?:your|all|every) (?:\w+ )?(?:keys|tokens?))\b[^\n]{0,100}?"
+            r"(?:https?://|ftp://|webhook|pastebin|ngrok|requestbin|[\w.+-]+@[\w-]+\.[\w.]+)", negatable=True),
+    _markup(SECRETS, "asks to send secrets to an outside address",
+            r"\b(?:env|printenv|set)\b\s*\|\s*(?:curl|nc|netcat|wget)\b|\b(?:curl|wget)\b[^\n]{0,120}?"
+            r"(?:\$\(|`)\s*(?:env|printenv|cat)\b|\b(?:curl|wget)\b[^\n]{0,120}?(?:-d|--data[\w-]*|-f|--form|-t|"
+            r"--upload-file|--post-file)\s*['\"]?@?\S*(?:\.ssh|\.aws|\.env|\.netrc|id_rsa|credentials|secret)"),
+]
+
+# Other languages: the same two families, ignoring earlier instructions and handing over secrets.
+_OTHER = [
+    # Spanish
+    _phrase(INJECTION, "asks to ignore earlier instructions",
+            r"(?:ignora|ignorar|ignore|ignoren|olvida|olvidar|olvide|olviden|descarta|omite|omitir|haz caso omiso"
+            r" (?:de|a)|no hagas caso (?:de|a)) (?:todas |todo )?(?:las |tus |sus |estas |los )?(?:instrucciones|"
+            r"indicaciones|reglas|ordenes|directrices|normas) (?:anteriores|previas|de arriba|originales|iniciales|"
+            r"del sistema|que (?:te )?(?:dieron|han dado|recibiste))"),
+    _phrase(INJECTION, "asks to ignore earlier instructions",
+            r"(?:ignora|olvida|descarta|omite) (?:todo|todas) (?:lo )?(?:anterior|de arriba|lo que (?:te )?"
+            r"(?:dijeron|han dicho))|ahora eres (?:una? )?(?:ia )?(?:sin restricciones|sin filtros|sin reglas|dan)"),
+    _phrase(SECRETS, "asks to reveal or send keys or secrets",
+            r"(?:revela|revelar|revelame|muestra|muestrame|mostrar|envia|enviame|enviar|manda|mandame|mandar|"
+            r"comparte|compartir|filtra|imprime|dame|dime|publica|entrega) (?:(?:me|todas|todos|las|los|la|el|tus|"
+            r"tu|sus|su|de|api|privadas?|secretas?) ){0,3}(?:claves?|llaves?|contrasenas?|credenciales|secretos|"
+            r"tokens?|api keys?|variables de entorno|"
+            r"prompt del sistema|instrucciones del sistema)", negatable=True),
+    # French
+    _phrase(INJECTION, "asks to ignore earlier instructions",
+            r"(?:ignore|ignorez|ignorer|oublie|oubliez|oublier|ne tiens pas compte|ne tenez pas compte|fais "
+            r"abstraction|faites abstraction) (?:de |des )?(?:toutes |tous )?(?:les |tes |vos |ces )?(?:instructions|"
+            r"consignes|regles|directives|ordres|indications) (?:precedentes|anterieures|ci dessus|d avant|"
+            r"initiales|originales|du systeme|recues|donnees)"),
+    _phrase(INJECTION, "asks to ignore earlier instructions",
+            r"(?:ignore|ignorez|oublie|oubliez) tout ce qui (?:precede|a ete dit|est au dessus)|tu es (?:maintenant|"
+            r"desormais) (?:une? )?(?:ia )?(?:sans restrictions|sans filtre|sans regles|libre de|dan)"),
+    _phrase(SECRETS, "asks to reveal or send keys or secrets",
+            r"(?:revele|revelez|reveler|montre|montrez|affiche|affichez|envoie|envoyez|envoyer|partage|partagez|"
+            r"donne moi|donnez moi|donne|donnez|communique|divulgue|divulguez|transmets|transmettez|imprime) "
+            r"(?:(?:moi|toutes|tous|les|la|le|i|tes|ta|ton|vos|votre|des|de|d|api|privees?|secretes?) ){0,3}"
+            r"(?:cles?|mots? de passe|secrets|jetons?|identifiants|api keys?|cles? api|variables d environnement|"
+            r"prompt systeme|instructions systeme)", negatable=True),
+    # German
+    _phrase(INJECTION, "asks to ignore earlier instructions",
+            r"(?:ignoriere|ignorieren sie|ignoriert|vergiss|vergessen sie|missachte|missachten sie|uberspringe|"
+            r"verwirf) (?:(?:alle|samtliche|deine|ihre|die|den|der) ){0,2}(?:vorherigen|bisherigen|obigen|vorigen|"
+            r"fruheren|vorangegangenen|ursprunglichen|alten|alle|deine|ihre) ?(?:system)?(?:anweisungen|"
+            r"instruktionen|regeln|befehle|vorgaben|richtlinien|prompts?)"),
+    _phrase(INJECTION, "asks to ignore earlier instructions",
+            r"(?:ignoriere|vergiss|missachte) alles(?: was)? (?:bisherige|vorherige|obige|(?:dir )?(?:vorher|"
+            r"bisher|oben|zuvor) (?:gesagt|gesagt wurde|steht))|du bist (?:jetzt|nun|ab sofort) (?:eine? )?(?:ki )?"
+            r"(?:ohne (?:einschrankungen|regeln|filter)|uneingeschrankt|dan)"),
+    _phrase(SECRETS, "asks to reveal or send keys or secrets",
+            r"(?:gib|gebe|verrate|verraten sie|sende|senden sie|schicke|schick|zeige|zeig|teile|poste|"
+            r"veroffentliche|nenne|leake|geben sie|ubermittle) (?:(?:mir|uns|alle|deine|deinen|ihre|ihren|die|den|"
+            r"das|der|dem|des|samtliche|api|privaten?|geheimen?) ){0,3}(?:api schlussel|api keys?|schlussel|"
+            r"passworter|passwort|kennworter|kennwort|geheimnisse|zugangsdaten|tokens?|umgebungsvariablen|"
+            r"systemprompt|system prompt|private schlussel)", negatable=True),
+    # Russian
+    _phrase(INJECTION, "asks to ignore earlier instructions",
+            r"(?:игнорируй|игнорируйте|проигнорируй|проигнорируйте|забудь|забудьте|не обращай внимания на|"
+            r"не обращайте внимания на|пропусти|отбрось|отмени|не слушай|не выполняй) (?:все |всё |всех )?"
+            r"(?:предыдущие|прежние|вышеуказанные|предшествующие|изначальные|системные|свои|твои|ваши|эти|"
+            r"данные ранее|ранее данные|все|всё) (?:инструкции|указания|правила|команды|инструкций|указаний|"
+            r"правил|ограничения|установки|промпты)"),
+    _phrase(INJECTION, "asks to ignore earlier instructions",
+            r"(?:забудь|забудьте|игнорируй|игнорируйте) (?:всё|все) (?:что )?(?:тебе |вам )?(?:говорили|сказали|"
+            r"было сказано|выше|написано выше)|теперь ты (?:ии )?(?:без ограничений|без правил|без фильтров|dan)"),
+    _phrase(SECRETS, "asks to reveal or send keys or secrets",
+            r"(?:покажи|покажите|раскрой|раскройте|отправь|отправьте|пришли|пришлите|выведи|выведите|сообщи|"
+            r"сообщите|дай|дайте|перешли|перешлите|слей|опубликуй|назови|выдай) (?:(?:мне|нам|все|свои|твои|ваши|"
+            r"свой|твой|системный|секретные|секретный|api|приватные|приватный) ){0,3}(?:ключи|ключ|api ключи|"
+            r"api ключ|пароли|пароль|секреты|токены|токен|учетные данные|учётные данные|переменные окружения|"
+            r"системный промпт|промпт)", negatable=True),
+    # Vietnamese (matched without diacritics, which is also how many people type it)
+    _phrase(INJECTION, "asks to ignore earlier instructions",
+            r"(?:bo qua|phot lo|lo di|quen|quen di|dung lam theo|dung tuan theo|khong tuan theo|khong can tuan "
+            r"theo|hay quen) (?:het |tat ca |moi |toan bo )?(?:cac |nhung )?(?:huong dan|chi dan|chi thi|lenh|quy "
+            r"tac|menh lenh|yeu cau) (?:truoc do|truoc day|truoc|o tren|ben tren|cu|ban dau|he thong|da cho|da "
+            r"nhan)"),
+    _phrase(INJECTION, "asks to ignore earlier instructions",
+            r"(?:bo qua|phot lo|quen|quen di) (?:het|tat ca|moi|toan bo) (?:cac |nhung )?(?:huong dan|chi dan|"
+            r"chi thi|menh lenh)|ban bay gio la (?:mot )?(?:ai )?(?:khong gioi han|khong bi rang buoc|dan)"),
+    _phrase(SECRETS, "asks to reveal or send keys or secrets",
+            r"(?:tiet lo|gui|cung cap|hien thi|in ra|chia se|dua|cho toi biet|noi cho toi|lam lo) (?:(?:cho toi|"
+            r"toi|tat ca|moi|cac|nhung|cua ban|ban|he thong|api) ){0,3}(?:khoa api|api keys?|khoa bi mat|khoa "
+            r"rieng|mat khau|tokens?|thong tin dang nhap|bien moi truong|loi nhac he thong|prompt he thong)",
+            negatable=True),
+    # Indonesian
+    _phrase(INJECTION, "asks to ignore earlier instructions",
+            r"(?:abaikan|lupakan|acuhkan|jangan hiraukan|jangan ikuti|tinggalkan) (?:semua |seluruh |segala )?"
+            r"(?:instruksi|perintah|petunjuk|aturan|arahan|prompt)(?: yang)? (?:sebelumnya|di atas|terdahulu|"
+            r"sebelum ini|awal|sistem|lama|yang diberikan)"),
+    _phrase(INJECTION, "asks to ignore earlier instructions",
+            r"(?:abaikan|lupakan) (?:semua|seluruh|segala) (?:instruksi|perintah|petunjuk|arahan|prompt)|"
+            r"sekarang kamu adalah (?:ai )?(?:tanpa batasan|tanpa aturan|dan)"),
+    _phrase(SECRETS, "asks to reveal or send keys or secrets",
+            r"(?:ungkapkan|bocorkan|kirimkan|kirim|tampilkan|tunjukkan|berikan|beritahu|bagikan|cetak) "
+            r"(?:(?:saya|aku|semua|seluruh|kamu|anda|mu|sistem|ke saya|kepada saya) ){0,3}(?:kunci api|api keys?|"
+            r"kunci rahasia|kunci privat|kata sandi|sandi|rahasia|tokens?|kredensial|variabel lingkungan|"
+            r"prompt sistem)", negatable=True),
+    # Portuguese and Italian
+    _phrase(INJECTION, "asks to ignore earlier instructions",
+            r"(?:ignore|ignora|esqueca|desconsidere|desconsidera) (?:todas )?(?:as )?(?:instrucoes|regras|ordens)"
+            r" (?:anteriores|acima|previas|originais)|(?:ignora|dimentica|ignorate|dimenticate) (?:tutte )?(?:le )?"
+            r"(?:istruzioni|regole) (?:precedenti|sopra|originali|di sistema)"),
+    # Chinese (simplified and traditional), Japanese, Korean, Thai: no spaces between words
+    _phrase(INJECTION, "asks to ignore earlier instructions",
+            r"(?:忽略|无视|無視|忽视|忽視|忘记|忘記|忘掉|不要理会|不要理會|别管|別管|跳过|跳過|抛开|拋開|放弃|放棄)"
+            r"掉?你?(?:之前|以前|先前|此前|上面|上述|以上|前面|原来|原來|原有|所有|全部|一切|系统|系統)的?"
+            r"(?:所有|全部|一切)?的?(?:指令|指示|说明|說明|提示词|提示詞|提示|规则|規則|命令|设定|設定|约束|約束|限制)",
+            bounded=False),
+    _phrase(INJECTION, "claims a new identity or mode",
+            r"(?:你现在是|你現在是|从现在开始你是|從現在開始你是|你已经是|你已經是)(?:一个|一個)?(?:不受限制|没有限制|"
+            r"沒有限制|无限制|無限制|越狱|越獄|dan)", bounded=False),
+    _phrase(SECRETS, "asks to reveal or send keys or secrets",
+            r"(?:泄露|洩露|透露|告诉我|告訴我|输出|輸出|发送|發送|显示|顯示|打印|公开|公開|给我|給我|发给|發給|交出)"
+            r"(?:你的|所有的?|全部的?|系统的?|系統的?|我|一下)*(?:api)?(?:密钥|密鑰|秘钥|秘鑰|密码|密碼|令牌|口令|凭证|"
+            r"憑證|凭据|憑據|系统提示词?|系統提示詞?|环境变量|環境變數|私钥|私鑰)", bounded=False, negatable=True),
+    _phrase(SECRETS, "asks to reveal or send keys or secrets",
+            r"把(?:你的|所有的?|全部的?|系统的?|系統的?)*(?:api)?(?:密钥|密鑰|秘钥|秘鑰|密码|密碼|令牌|口令|凭证|憑證|凭据|"
+            r"憑據|系统提示词?|系統提示詞?|环境变量|環境變數|私钥|私鑰)都?(?:发给|發給|发送给|發送給|告诉|告訴|泄露给|"
+            r"洩露給|输出|輸出|显示|顯示|交给|交給|贴出|貼出)", bounded=False, negatable=True),
+    _phrase(INJECTION, "asks to ignore earlier instructions",
+            r"(?:以前|これまで|前|上記|すべて|全て)の(?:指示|命令|ルール|指令|プロンプト)を(?:すべて|全て)?(?:無視|忘れ)"
+            r"|(?:이전|모든|위의|앞의|기존) ?(?:지시|지침|명령|규칙|지시사항|프롬프트)(?:을|를|은|는)? ?(?:모두 )?(?:무시|잊어)",
+            bounded=False),
+    _phrase(INJECTION, "asks to ignore earlier instructions",
+            r"(?:เพิกเฉยต่อ|เพิกเฉย|ละเว้น|ละทิ้ง|ไม่ต้องสนใจ|ไม่ต้องทำตาม|อย่าทำตาม|ลืม)(?:ทุก)?(?:คำสั่ง|คำแนะนำ|กฎ|"
+            r"ข้อกำหนด)(?:ทั้งหมด)?(?:ก่อนหน้านี้|ก่อนหน้า|ข้างต้น|เดิม|ที่ผ่านมา|ทั้งหมด|ของระบบ)", bounded=False),
+    _phrase(SECRETS, "asks to reveal or send keys or secrets",
+            r"(?:เปิดเผย|ส่ง|แสดง|บอก|แชร์|ส่งออก)(?:ให้ฉัน|ให้ผม|ทั้งหมด|ของคุณ|api|ระบบ|มา){0,3}(?:คีย์|รหัสผ่าน|"
+            r"กุญแจ|ความลับ|โทเค็น|apikey|ข้อมูลรับรอง|พรอมต์ระบบ)", bounded=False, negatable=True),
+]
+
+
+_RULES = (*_EN, *_OTHER, *_MARKUP)
