@@ -112,3 +112,17 @@ async def test_summary_survives_a_reload_in_its_place(tmp_path):
         assert reloaded.tokens == log.partition.tokens
     finally:
         await store.close()
+
+
+async def test_an_agent_that_only_talks_compacts_too(tmp_path):
+    log = Log("a")
+    for i in range(12):
+        await log.commit(Draft(author="user", kind="user", blocks=[TextBlock(f"question {i}: " + "words " * 60)],
+                               visible_to=["a"]))
+        await log.commit(Draft(author="a", kind="text", blocks=[TextBlock(f"answer {i}: " + "reply " * 60)],
+                               visible_to=["a"]))
+    await log.commit(Draft(author="user", kind="user", blocks=[TextBlock("and now?")], visible_to=["a"]))
+    provider = ScriptedProvider({"a": [Reply(say="here")]})
+    events = await drive(Agent("a", provider, "scripted", "sys", Registry(), tmp_path, window=3000), log)
+    assert [e for e in events if isinstance(e, Compaction)]
+    assert log.partition.view[0].blocks[0].text.startswith("[Summary of the earlier conversation")

@@ -90,6 +90,10 @@ async def run_turn(agent: Agent, partition: Partition, commit: Commit,
         if meter:
             meter.on_call(agent.name)
         await trio.lowlevel.checkpoint_if_cancelled()  # a stop (or a limit just hit) sends nothing more
+        # E5: checked before every call, so after each tool round and also for agents that only talk
+        if partition.tokens + fixed >= agent.compact_at * agent.window:
+            if done := await compact(agent, partition, commit, window=agent.window, fixed=fixed):
+                yield Compaction(ts=time.time(), agent=agent.name, tokens_before=done[0], tokens_after=done[1])
         attempt, compacted = 0, False
         while True:
             attempt += 1
@@ -141,9 +145,6 @@ async def run_turn(agent: Agent, partition: Partition, commit: Commit,
                 yield ev
         if "nudge" in verdicts:
             await commit(_draft(agent, "notice", [TextBlock(render("loop_nudge.md.j2", count=guard.count))]))
-        if partition.tokens + fixed >= agent.compact_at * agent.window:  # E5, after each tool round
-            if done := await compact(agent, partition, commit, window=agent.window, fixed=fixed):
-                yield Compaction(ts=time.time(), agent=agent.name, tokens_before=done[0], tokens_after=done[1])
         if "stop" in verdicts:
             yield Done(ts=time.time(), agent=agent.name, stop_reason="loop_detected",
                        result=render("loop_stop.md.j2"), input_tokens=usage.input,
