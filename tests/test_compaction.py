@@ -117,9 +117,9 @@ async def test_summary_survives_a_reload_in_its_place(tmp_path):
 async def test_an_agent_that_only_talks_compacts_too(tmp_path):
     log = Log("a")
     for i in range(12):
-        await log.commit(Draft(author="user", kind="user", blocks=[TextBlock(f"question {i}: " + "words " * 60)],
+        await log.commit(Draft(author="user", kind="user", blocks=[TextBlock(f"question {i}: " + "words " * 150)],
                                visible_to=["a"]))
-        await log.commit(Draft(author="a", kind="text", blocks=[TextBlock(f"answer {i}: " + "reply " * 60)],
+        await log.commit(Draft(author="a", kind="text", blocks=[TextBlock(f"answer {i}: " + "reply " * 150)],
                                visible_to=["a"]))
     await log.commit(Draft(author="user", kind="user", blocks=[TextBlock("and now?")], visible_to=["a"]))
     provider = ScriptedProvider({"a": [Reply(say="here")]})
