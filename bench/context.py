@@ -575,11 +575,8 @@ def stage_rows(cases, calls: int) -> list[tuple[str, float]]:
     b = budget_mod
     (_, view, sizes, total), (_, _, _, one_batch), (_, _, _, deep), (_, _, _, trim), (_, sub, sub_sizes, sub_trim) \
         = cases
-    cleared_view, cleared_sizes, _ = b._clear_results(view, sizes, total, trim)
-    sub_cleared, sub_cleared_sizes, _ = b._clear_results(sub, sub_sizes, sum(sub_sizes), sub_trim)
-
-    def user_start(m):
-        return m.role == "user" and not b._is_results(m)
+    _, cleared_sizes, _ = b._clear_results(view, sizes, total, trim)
+    _, sub_cleared_sizes, _ = b._clear_results(sub, sub_sizes, sum(sub_sizes), sub_trim)
 
     parts = [
         ("`sum(sizes)` (all that case (a) does)", lambda: sum(sizes)),
@@ -588,12 +585,12 @@ def stage_rows(cases, calls: int) -> list[tuple[str, float]]:
         ("`_clear_results` at the step-2 budget (case c, first half)",
          lambda: b._clear_results(view, sizes, total, trim)),
         ("  of which: the scan for result messages", lambda: [i for i, m in enumerate(view) if b._is_results(m)]),
-        ("  of which: copying view and sizes", lambda: (list(view), list(sizes))),
+        ("  of which: copying the sizes", lambda: list(sizes)),
         ("`_keep_newest` after that clearing (case c, second half)",
-         lambda: b._keep_newest(cleared_view, cleared_sizes, trim)),
-        ("  of which: one `_starts` pass (it makes two)", lambda: b._starts(cleared_view, user_start)),
+         lambda: b._keep_newest(view, cleared_sizes, trim)),
+        ("  of which: the `_starts` pass", lambda: b._starts(view)),
         ("`_keep_newest`, sub-agent (case c', second half)",
-         lambda: b._keep_newest(sub_cleared, sub_cleared_sizes, sub_trim)),
+         lambda: b._keep_newest(sub, sub_cleared_sizes, sub_trim)),
     ]
     out = []
     for label, fn in parts:

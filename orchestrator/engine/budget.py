@@ -26,17 +26,28 @@ def _note_tokens() -> int:
 
 
 def fit(view: list[ModelMessage], sizes: list[int], budget: int) -> list[ModelMessage]:
-    """The messages to send: `view` itself when it fits, else a fitted copy (pairing kept)."""
+    """The messages to send: `view` itself when it fits, else a fitted copy (pairing kept).
+
+    Clearing is planned on sizes alone and applied only to the messages actually sent, so a long
+    history that steps 2 and 3 cut anyway costs no copies of what is left out.
+    """
     total = sum(sizes)
     if total <= budget:
         return view
-    view, sizes, total = _clear_results(view, sizes, total, budget)
+    cleared, sizes, total = _clear_results(view, sizes, total, budget)
     if total <= budget:
-        return view
-    return _keep_newest(view, sizes, budget)
+        return _sent(view, cleared, 0)
+    head, cut = _keep_newest(view, sizes, budget)
+    note = ModelMessage("user", [TextBlock(render("trimmed_history.md.j2"))])
+    return [*_sent(view[:head], cleared, 0), note, *_sent(view[cut:], cleared, cut)]
 
 
-def _clear_results(view, sizes, total, budget):
+def _sent(part: list[ModelMessage], cleared: set[int], offset: int) -> list[ModelMessage]:
+    return [_cleared(m) if i + offset in cleared else m for i, m in enumerate(part)]
+
+
+def _clear_results(view, sizes, total, budget) -> tuple[set[int], list[int], int]:
+    """Which results to clear (indices), and the sizes and total once they are."""
     note = _note_tokens()
     results = [i for i, m in enumerate(view) if _is_results(m)]
     keep: set[int] = set()
@@ -56,13 +67,13 @@ def _clear_results(view, sizes, total, budget):
         n += 1
     n = min(len(candidates), -(-n // BATCH) * BATCH)  # round up to a whole batch: a stable prefix
     if n == 0:
-        return view, sizes, total
-    view, sizes = list(view), list(sizes)
+        return set(), sizes, total
+    sizes = list(sizes)
     for i in candidates[:n]:
         size = _cleared_size(view[i], note)
         total -= sizes[i] - size
-        view[i], sizes[i] = _cleared(view[i]), size
-    return view, sizes, total
+        sizes[i] = size
+    return set(candidates[:n]), sizes, total
 
 
 def _is_results(m: ModelMessage) -> bool:
@@ -78,38 +89,45 @@ def _cleared_size(m: ModelMessage, note: int) -> int:
     return 4 + sum(note + 8 for b in m.blocks if isinstance(b, ToolResultBlock))
 
 
-def _keep_newest(view, sizes, budget) -> list[ModelMessage]:
-    """Steps 2 and 3: the first message, a note, and the newest whole units that fit.
+def _keep_newest(view, sizes, budget) -> tuple[int, int]:
+    """Steps 2 and 3: how many leading messages to keep (the first, unless it holds calls) and
+    where the kept tail starts, so the two plus a note fit.
 
     A unit starts at a user line (step 2: whole turns); when even the newest turn is too long,
     at an assistant message (step 3: whole call->result rounds of that turn).
     """
-    head = [] if any(isinstance(b, ToolCallBlock) for b in view[0].blocks) else [view[0]]
-    note = ModelMessage("user", [TextBlock(render("trimmed_history.md.j2"))])
-    room = budget - sum(sizes[:len(head)]) - estimate(note.blocks[0].text) - 4
-    suffix = [0] * (len(view) + 1)
-    for i in range(len(view) - 1, -1, -1):
-        suffix[i] = suffix[i + 1] + sizes[i]
-    rounds = _starts(view, lambda m: m.role == "assistant")
-    for starts in (_starts(view, lambda m: m.role == "user" and not _is_results(m)), rounds):
-        fitting = [i for i in starts if suffix[i] <= room]
-        if fitting:
-            return [*head, note, *view[fitting[0]:]]
+    head = 0 if any(isinstance(b, ToolCallBlock) for b in view[0].blocks) else 1
+    room = budget - sum(sizes[:head]) - estimate(render("trimmed_history.md.j2")) - 4
+    turns, rounds = _starts(view)
+    for starts in (turns, rounds):
+        tail, cut = 0, None
+        for i in reversed(range(len(view))):  # the earliest start whose tail still fits
+            tail += sizes[i]
+            if tail > room:
+                break
+            if i in starts:
+                cut = i
+        if cut is not None:
+            return head, cut
     # Not even one round fits: send the newest round anyway and let the provider's overflow
     # error start a compaction.
-    return [*head, note, *view[rounds[-1] if rounds else len(view) - 1:]]
+    return head, max(rounds) if rounds else len(view) - 1
 
 
-def _starts(view, is_start) -> list[int]:
-    """Cut points after the first message where a unit begins and no call is left open."""
-    out = []
+def _starts(view) -> tuple[set[int], set[int]]:
+    """Cut points after the first message where no call is left open: user lines (turns) and
+    assistant messages (rounds)."""
+    turns, rounds = set(), set()
     open_calls: set[str] = set()
     for i, m in enumerate(view):
-        if i > 0 and not open_calls and is_start(m):
-            out.append(i)
+        if i > 0 and not open_calls:
+            if m.role == "assistant":
+                rounds.add(i)
+            elif not _is_results(m):
+                turns.add(i)
         for b in m.blocks:
             if isinstance(b, ToolCallBlock):
                 open_calls.add(b.id)
             elif isinstance(b, ToolResultBlock):
                 open_calls.discard(b.call_id)
-    return out
+    return turns, rounds
