@@ -11,7 +11,7 @@ import stat
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
-from functools import cache
+from functools import cache, cached_property
 from pathlib import Path
 from typing import Literal
 
@@ -32,6 +32,7 @@ CREDENTIALS = tuple(tuple(p.split("/")) for p in (
     ".ssh", ".aws", ".gnupg", ".kube", ".docker", ".azure", ".password-store", ".config/gcloud",
     ".config/gh", ".local/share/keyrings", "Library/Keychains", ".netrc", ".git-credentials", ".pgpass",
 ))
+_CREDENTIAL_ENDS = frozenset(c[-1] for c in CREDENTIALS)  # a walk only checks names that can end one
 SYSTEM = ("/etc", "/proc", "/sys", "/dev", "/boot", "/usr", "/bin", "/sbin", "/lib", "/lib32", "/lib64",
           "/libx32", "/run", "/var/lib", "/var/log", "/var/run", "/var/db", "/private/etc", "/private/var/db",
           "/System")
@@ -92,6 +93,17 @@ class Rules:
             if path.is_relative_to(area) and not (in_ws and self.workspace.is_relative_to(area)):
                 return f"{area} is {why}"
         return None
+
+    def child_refusal(self, parent: Path, name: str) -> str | None:
+        """refusal(parent / name) for a `parent` that refusal() passed: only a rule that ends at
+        `name` can newly apply, so most entries of a walk cost a set lookup, not path arithmetic."""
+        if name in _CREDENTIAL_ENDS or name.startswith(".env") or f"{parent}/{name}" in self._area_names:
+            return self.refusal(parent / name)
+        return None
+
+    @cached_property
+    def _area_names(self) -> frozenset[str]:
+        return frozenset(str(area) for area, _ in self.areas)
 
     def admit(self, raw: str, path: Path, via_link: bool) -> None:
         how = f" (it resolves through a symbolic link to {path})" if via_link else ""
@@ -373,8 +385,8 @@ def _walk(rules: Rules, path: Path, fd: int) -> Iterator[tuple[Path, int, list[s
                     files.append(e.name)
     except OSError:
         return  # unreadable folder: nothing to list
-    folders = sorted(n for n in folders if rules.refusal(path / n) is None)
-    files = sorted(n for n in files if rules.refusal(path / n) is None)
+    folders = sorted(n for n in folders if rules.child_refusal(path, n) is None)
+    files = sorted(n for n in files if rules.child_refusal(path, n) is None)
     yield path, fd, folders, files
     for name in folders:
         try:
