@@ -588,7 +588,7 @@ def stage_rows(cases, calls: int) -> list[tuple[str, float]]:
         ("  of which: copying the sizes", lambda: list(sizes)),
         ("`_keep_newest` after that clearing (case c, second half)",
          lambda: b._keep_newest(view, cleared_sizes, trim)),
-        ("  of which: the `_starts` pass", lambda: b._starts(view)),
+        ("  of which: the `cut_points` pass", lambda: b.cut_points(view)),
         ("`_keep_newest`, sub-agent (case c', second half)",
          lambda: b._keep_newest(sub, sub_cleared_sizes, sub_trim)),
     ]

@@ -98,7 +98,7 @@ def _keep_newest(view, sizes, budget) -> tuple[int, int]:
     """
     head = 0 if any(isinstance(b, ToolCallBlock) for b in view[0].blocks) else 1
     room = budget - sum(sizes[:head]) - estimate(render("trimmed_history.md.j2")) - 4
-    turns, rounds = _starts(view)
+    turns, rounds = cut_points(view)
     for starts in (turns, rounds):
         tail, cut = 0, None
         for i in reversed(range(len(view))):  # the earliest start whose tail still fits
@@ -114,7 +114,7 @@ def _keep_newest(view, sizes, budget) -> tuple[int, int]:
     return head, max(rounds) if rounds else len(view) - 1
 
 
-def _starts(view) -> tuple[set[int], set[int]]:
+def cut_points(view) -> tuple[set[int], set[int]]:
     """Cut points after the first message where no call is left open: user lines (turns) and
     assistant messages (rounds)."""
     turns, rounds = set(), set()

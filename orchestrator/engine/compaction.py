@@ -9,8 +9,8 @@ import structlog
 
 from orchestrator.core.prompts import render
 from orchestrator.core.tokens import estimate
-from orchestrator.core.types import Draft, Request, TextBlock, ToolCallBlock, ToolResultBlock
-from orchestrator.engine.budget import fit
+from orchestrator.core.types import Draft, Request, TextBlock
+from orchestrator.engine.budget import cut_points, fit
 from orchestrator.providers.base import complete
 
 log = structlog.get_logger(__name__)
@@ -22,16 +22,8 @@ KEEP = 0.25  # share of the window the kept tail may take
 def cut_point(partition, keep: int) -> int | None:
     """The view index where the kept tail starts: the earliest clean boundary whose tail fits `keep`."""
     view, sizes = partition.view, partition.sizes
-    open_calls: set[str] = set()
-    clean = []
-    for i, m in enumerate(view):
-        if i > 0 and not open_calls and not (m.role == "user" and m.blocks and isinstance(m.blocks[0], ToolResultBlock)):
-            clean.append(i)
-        for b in m.blocks:
-            if isinstance(b, ToolCallBlock):
-                open_calls.add(b.id)
-            elif isinstance(b, ToolResultBlock):
-                open_calls.discard(b.call_id)
+    turns, rounds = cut_points(view)
+    clean = sorted(turns | rounds)
     tail = 0
     best = None
     j = len(view)

@@ -3,7 +3,6 @@ Owns chunking, the SQLite and in-memory backends behind one interface, hybrid re
 """
 from __future__ import annotations
 
-import contextlib
 import hashlib
 import re
 import sqlite3
@@ -22,7 +21,7 @@ import trio
 
 from orchestrator.core.errors import InputError, ProviderError
 from orchestrator.memory.embeddings import Embedder
-from orchestrator.store.db import Store
+from orchestrator.store.db import Store, immediate
 
 log = structlog.get_logger(__name__)
 
@@ -243,21 +242,8 @@ _BUMP = ("INSERT INTO kb_meta (key, value) VALUES ('generation', 1) "
          "ON CONFLICT (key) DO UPDATE SET value = value + 1")
 
 
-@contextlib.contextmanager
-def _immediate(db: sqlite_utils.Database) -> Iterator[None]:
-    # IMMEDIATE takes the write lock before the first read: a deferred BEGIN would fail with
-    # "database is locked" if another process committed between our read and our write.
-    db.execute("BEGIN IMMEDIATE")
-    try:
-        yield
-        db.commit()
-    except BaseException:
-        db.rollback()
-        raise
-
-
 def _create(db: sqlite_utils.Database) -> None:
-    with _immediate(db):
+    with immediate(db):
         for statement in _SCHEMA:
             db.execute(statement)
 
@@ -291,7 +277,7 @@ def _count_vectors(db: sqlite_utils.Database, path: str, model: str | None) -> N
 
 
 def _embed_missing(db: sqlite_utils.Database, path: str, ids: list[int], vectors: np.ndarray, model: str) -> None:
-    with _immediate(db):
+    with immediate(db):
         _put_vectors(db, ids, vectors, model)
         _count_vectors(db, path, model)
         db.execute(_BUMP)
@@ -299,7 +285,7 @@ def _embed_missing(db: sqlite_utils.Database, path: str, ids: list[int], vectors
 
 def _replace(db: sqlite_utils.Database, doc: Document, chunks: list[Chunk], vectors: np.ndarray | None) -> None:
     name = PurePath(doc.path).name
-    with _immediate(db):
+    with immediate(db):
         _delete(db, doc.path)
         db.conn.executemany("INSERT INTO kb_chunks (path, first_line, last_line, name, text) VALUES (?, ?, ?, ?, ?)",
                             [(doc.path, c.start, c.end, name, c.text) for c in chunks])
@@ -320,7 +306,7 @@ def _delete(db: sqlite_utils.Database, path: str) -> bool:
 
 
 def _remove(db: sqlite_utils.Database, path: str) -> bool:
-    with _immediate(db):
+    with immediate(db):
         found = _delete(db, path)
         if found:
             db.execute(_BUMP)

@@ -3,7 +3,6 @@ is frozen into every agent's system prompt at the start of a turn. Kept in the S
 """
 from __future__ import annotations
 
-import contextlib
 import re
 from collections.abc import Callable, Iterator
 from typing import Any, Literal, TypeVar
@@ -13,7 +12,7 @@ import sqlite_utils
 from orchestrator.core.errors import OrchestratorError
 from orchestrator.core.prompts import render
 from orchestrator.memory import scan
-from orchestrator.store.db import Store
+from orchestrator.store.db import Store, immediate
 
 T = TypeVar("T")
 Target = Literal["profile", "notes"]
@@ -153,19 +152,6 @@ def _entry_numbers(numbers: list[int]) -> str:
 
 # --- in the store's thread ------------------------------------------------------------------
 
-@contextlib.contextmanager
-def _transaction(db: sqlite_utils.Database) -> Iterator[None]:
-    # IMMEDIATE: the write lock is taken before reading, so `memory edit` in another process cannot
-    # commit between our read of the entries and our write.
-    db.execute("BEGIN IMMEDIATE")
-    try:
-        yield
-        db.conn.commit()
-    except BaseException:
-        db.conn.rollback()  # a no-op when the error already ended the transaction
-        raise
-
-
 def _create(db: sqlite_utils.Database) -> None:
     db["memory"].create({"id": int, "target": str, "text": str}, pk="id", if_not_exists=True)
 
@@ -198,7 +184,7 @@ def _same(rows: list[tuple[int, str]], text: str, skip: int | None = None) -> in
 
 
 def _add(db: sqlite_utils.Database, target: Target, text: str, cap: int) -> str:
-    with _transaction(db):
+    with immediate(db):
         rows = _rows(db, target)
         used = _used([entry for _, entry in rows])
         if (twin := _same(rows, text)) is not None:
@@ -211,7 +197,7 @@ def _add(db: sqlite_utils.Database, target: Target, text: str, cap: int) -> str:
 
 
 def _replace(db: sqlite_utils.Database, target: Target, old: str, new: str, cap: int) -> str:
-    with _transaction(db):
+    with immediate(db):
         rows = _rows(db, target)
         i = _find(rows, target, old)
         row_id, before = rows[i]
@@ -232,7 +218,7 @@ def _replace(db: sqlite_utils.Database, target: Target, old: str, new: str, cap:
 
 
 def _remove(db: sqlite_utils.Database, target: Target, which: str | int, cap: int) -> str:
-    with _transaction(db):
+    with immediate(db):
         rows = _rows(db, target)
         if not rows:
             raise NoteError(f"{target} {_be(target)} empty; nothing to remove")
@@ -250,7 +236,7 @@ def _remove(db: sqlite_utils.Database, target: Target, which: str | int, cap: in
 def _rewrite(db: sqlite_utils.Database, parts: dict[Target, list[str]],
              expected: dict[Target, list[str]] | None, caps: dict[Target, int]) -> list[str]:
     notes: list[str] = []
-    with _transaction(db):
+    with immediate(db):
         for target, entries in parts.items():
             current = [entry for _, entry in _rows(db, target)]
             if expected is not None and current != expected.get(target, []):

@@ -108,7 +108,7 @@ class Store:
 
     async def append_many(self, room_id: str, drafts: list[Draft]) -> list[Message]:
         def insert() -> list[Message]:
-            with _immediate(self._db):
+            with immediate(self._db):
                 return self._insert(room_id, drafts)
 
         return await self._run(insert)
@@ -129,7 +129,7 @@ class Store:
     async def load(self, room_id: str) -> list[Message]:
         """Heal the room's history (S2) in one transaction, then return it in seq order."""
         def heal_and_read() -> list[Message]:
-            with _immediate(self._db):
+            with immediate(self._db):
                 messages = self._messages(room_id)
                 # Synthesized results are appended last and may sit before a sibling's result;
                 # the second round only reorders those.
@@ -198,9 +198,11 @@ class Store:
 
 
 @contextlib.contextmanager
-def _immediate(db: sqlite_utils.Database) -> Iterator[None]:
-    # IMMEDIATE takes the write lock before our first read, so another process cannot commit
-    # between that read and our write (a deferred BEGIN fails there with "database is locked").
+def immediate(db: sqlite_utils.Database) -> Iterator[None]:
+    """One write transaction, for every owner of tables in the store's file.
+
+    IMMEDIATE takes the write lock before our first read, so another process cannot commit
+    between that read and our write (a deferred BEGIN fails there with "database is locked")."""
     db.execute("BEGIN IMMEDIATE")
     try:
         yield
@@ -219,7 +221,7 @@ def _connect(path: str) -> sqlite_utils.Database:
     try:
         db.enable_wal()
         db.execute("PRAGMA synchronous=NORMAL")  # per connection; FULL by default
-        with _immediate(db):
+        with immediate(db):
             db["rooms"].create({"id": str, "name": str, "floor": str, "created": float, "meta": str,
                                 "last_seq": int, "last_ts": float}, pk="id", if_not_exists=True)
             db["messages"].create({"id": str, "room": str, "seq": int, "ts": float, "author": str,
