@@ -61,6 +61,7 @@ async def cmd_run(args) -> int:
     real = [a.model for a in (scn.team.commander, *scn.team.agents) if a.model not in ("scripted", "")]
     async with AsyncExitStack() as stack:
         model: Resolver | None = None
+        models = None
         if args.model or real:
             registry = await stack.enter_async_context(Registry.load())
             if args.model:
@@ -69,7 +70,9 @@ async def cmd_run(args) -> int:
                 for name in real:
                     registry.resolve(name)  # a missing key is bad input, found before any room exists
                 model = registry
-        result = await run_scenario(scn, db=args.db, workspace=args.workspace, model=model, on_event=sink)
+            models = registry.windows(args.model)
+        result = await run_scenario(scn, db=args.db, workspace=args.workspace, model=model, on_event=sink,
+                                    models=models)
     if result.failed_run:
         return 3
     return 0 if result.check.ok else 1

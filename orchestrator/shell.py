@@ -192,6 +192,7 @@ def _patched_stdout(interactive: bool, args: argparse.Namespace) -> Iterator[Non
 class Setup:
     team: Team | None  # None: each room keeps its stored team (--resume without --team/--scripted)
     resolve: Callable[[str], tuple[Any, str]]
+    models: Callable[[str], Any] | None  # the catalog: real models' windows (None: scripted only)
     name: str
     workspace: Path | None
     scripted: Any = None  # the ScriptedProvider of --scripted, for its `sees` failures
@@ -235,13 +236,14 @@ async def _setup(args: argparse.Namespace, store: Store, stack: AsyncExitStack) 
         from orchestrator.agentdef import default_team
 
         team = models_of = default_team()
-    resolve = await resolver(args.model, models_of, scripted, stack)
-    return Setup(team=team, resolve=resolve, name=name, workspace=workspace, scripted=scripted)
+    resolve, models = await resolver(args.model, models_of, scripted, stack)
+    return Setup(team=team, resolve=resolve, models=models, name=name, workspace=workspace, scripted=scripted)
 
 
 async def resolver(model: str | None, team: Team, scripted: Any,
-                   stack: AsyncExitStack) -> Callable[[str], tuple[Any, str]]:
-    """Model strings to (provider, model id): the one place where the shell meets the provider registry.
+                   stack: AsyncExitStack) -> tuple[Callable[[str], tuple[Any, str]], Callable[[str], Any] | None]:
+    """Model strings to (provider, model id), and to their catalog entries: the one place where the
+    shell meets the provider registry.
 
     `--model` puts every agent on that model. Otherwise each agent's own model string is routed
     (`scripted` and "" to the --scripted script); an agent without a model needs `--model`.
@@ -251,7 +253,7 @@ async def resolver(model: str | None, team: Team, scripted: Any,
 
     strings = {a.model for a in (team.commander, *team.agents)}
     if scripted is not None and model is None and strings <= {"", "scripted"}:
-        return lambda _model: (scripted, "scripted")
+        return (lambda _model: (scripted, "scripted")), None
     registry = await stack.enter_async_context(Registry.load())
     if model is None and scripted is None and "" in strings:
         raise _which_model(registry)
@@ -267,7 +269,7 @@ async def resolver(model: str | None, team: Team, scripted: Any,
             return scripted, "scripted"
         return registry.resolve(model_string)
 
-    return resolve
+    return resolve, registry.windows(model)
 
 
 def _which_model(registry: Any) -> InputError:
@@ -689,7 +691,7 @@ class Shell:
         """Create (ref None) or reopen a room and talk in it; returns the room to open next, None to leave."""
         from orchestrator.room.room import Room
 
-        common = dict(on_event=self.on_event, can_confirm=True)
+        common = dict(on_event=self.on_event, can_confirm=True, models=self.setup.models)
         if ref is None:
             opening = Room.create(self.store, self.setup.team, self.setup.resolve, name=self.setup.name,
                                   workspace=self.setup.workspace, **common)

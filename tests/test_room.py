@@ -584,3 +584,17 @@ async def test_a_report_read_within_the_turn_is_marked_read(store, tmp_path):
     messages = await assert_pairing(store, room_id)
     assert not any(m.kind == "notice" for m in messages), "nothing was pending at the handback"
     assert [r.agent for r in provider.requests].count("commander") == 3
+
+
+async def test_real_models_bring_their_window_and_compaction_point(store, tmp_path):
+    from orchestrator.providers.catalog import ModelInfo
+
+    provider = ScriptedProvider({})
+    info = ModelInfo(context_window=5_000, max_output=1_000, compact_at=0.5)
+    the_team = team(agent("pinned", context_window=9_000, compact_at=0.9), agent("plain"))
+    async with Room.create(store, the_team, resolver(provider), workspace=tmp_path,
+                           models=lambda model: info) as room:
+        plain = await room._agent(room.members["plain"])
+        pinned = await room._agent(room.members["pinned"])
+    assert (plain.window, plain.compact_at) == (5_000, 0.5)
+    assert (pinned.window, pinned.compact_at) == (9_000, 0.9)  # the agent's own settings win

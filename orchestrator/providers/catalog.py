@@ -20,6 +20,7 @@ class ModelInfo(Struct, frozen=True, kw_only=True):
     max_output: int  # the vendor's cap on output tokens for one response
     images_in_tool_results: bool = False  # False: the engine moves images to a user message (E4)
     thinking: bool = False  # the model reasons before answering (thinking blocks, reasoning effort)
+    compact_at: float = 0.8  # share of the window at which history is compacted (E5)
     note: str = ""
 
 
@@ -95,6 +96,7 @@ class Override(Struct, forbid_unknown_fields=True, kw_only=True):
     max_output: Tokens | None = None
     images_in_tool_results: bool | None = None
     thinking: bool | None = None
+    compact_at: Annotated[float, Meta(gt=0, le=1)] | None = None
     note: str | None = None
 
 

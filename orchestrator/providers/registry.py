@@ -113,6 +113,15 @@ class Registry:
     def info(self, model_string: str) -> ModelInfo:
         return self.catalog.info(*self.split(model_string))
 
+    def windows(self, forced: str | None = None) -> Callable[[str], ModelInfo | None]:
+        """For a room: each agent's model's catalog entry (or the forced model's); None for the scripted one."""
+        def info(model_string: str) -> ModelInfo | None:
+            if forced:
+                return self.info(forced)
+            return None if model_string in ("scripted", "") else self.info(model_string)
+
+        return info
+
     def provider(self, name: str) -> Provider:
         """The provider the engine talks to: one candidate as it is, several behind a Rotation."""
         if name not in self._providers:

@@ -27,6 +27,7 @@ from orchestrator.engine.partition import Partition
 from orchestrator.engine.retry import RetryPolicy
 from orchestrator.engine.runner import CANCELLED, Agent, run_turn
 from orchestrator.providers.base import Provider
+from orchestrator.providers.catalog import ModelInfo
 from orchestrator.room import handback
 from orchestrator.room.ledger import Ledger
 from orchestrator.scenario.schema import AgentDef, Team
@@ -47,6 +48,7 @@ _ANONYMOUS = re.compile(r"worker(?:-(\d+))?")
 
 DEFAULT_WINDOW = 200_000
 Resolve = Callable[[str], tuple[Provider, str]]  # model string -> (provider, model id)
+Catalog = Callable[[str], "ModelInfo | None"]  # model string -> its window and compaction point, if known
 
 
 class TurnFailed(OrchestratorError):
@@ -112,6 +114,7 @@ class Room:
         self.tool_session = ToolSession(workspace, ask=self._ask, spawn=self.spawn_job)
         self.memory = Memory(store)
         self.knowledge: KnowledgeBase | None = None  # opened with the room
+        self.models: Catalog | None = None  # real windows and compaction points by model string
         self._room_tools = {"memory": memory_tool(self.memory)}
         self._workers = trio.CapacityLimiter(team.limits.max_workers or 1_000_000)
         self.members: dict[str, Member] = {COMMANDER: Member(_commander_spec(team), Partition(COMMANDER))}
@@ -128,13 +131,14 @@ class Room:
     async def create(cls, store: Store, team: Team, resolve: Resolve, *, name: str = "room",
                      workspace: Path | None = None, retry: RetryPolicy = RetryPolicy(),
                      on_event: Callable[[Event], None] | None = None, can_confirm: bool = False,
-                     knowledge: KnowledgeBase | None = None) -> AsyncIterator[Room]:
+                     knowledge: KnowledgeBase | None = None,
+                     models: Catalog | None = None) -> AsyncIterator[Room]:
         workspace = Path(workspace or Path.cwd()).resolve()
         check_team(team)
         meta = {"team": msgspec.to_builtins(team), "workspace": str(workspace)}
         record = await store.create_room(name, floor=COMMANDER, meta=meta)
         async with cls._running_room(store, record, team, resolve, workspace, retry, [], on_event,
-                                     can_confirm, knowledge) as room:
+                                     can_confirm, knowledge, models) as room:
             yield room
 
     @classmethod
@@ -142,7 +146,7 @@ class Room:
     async def open(cls, store: Store, ref: str, resolve: Resolve, *, team: Team | None = None,
                    retry: RetryPolicy = RetryPolicy(),
                    on_event: Callable[[Event], None] | None = None, can_confirm: bool = False,
-                   knowledge: KnowledgeBase | None = None) -> AsyncIterator[Room]:
+                   knowledge: KnowledgeBase | None = None, models: Catalog | None = None) -> AsyncIterator[Room]:
         """Reopen a stored room: history is healed on load, partitions, floor and ledger rebuilt."""
         record = await store.room(ref)
         if record is None:
@@ -152,17 +156,18 @@ class Room:
         workspace = Path(record.meta.get("workspace") or Path.cwd())
         messages = await store.load(record.id)
         async with cls._running_room(store, record, team, resolve, workspace, retry, messages, on_event,
-                                     can_confirm, knowledge) as room:
+                                     can_confirm, knowledge, models) as room:
             yield room
 
     @classmethod
     @asynccontextmanager
     async def _running_room(cls, store, record, team, resolve, workspace, retry, messages,
-                            on_event, can_confirm, knowledge) -> AsyncIterator[Room]:
+                            on_event, can_confirm, knowledge, models) -> AsyncIterator[Room]:
         async with trio.open_nursery() as nursery:
             room = cls(store, record, team, resolve, workspace, nursery, retry, can_confirm)
             if on_event:
                 room.subscribe(on_event)
+            room.models = models
             room.knowledge = knowledge or await SqliteKnowledgeBase.open(store)
             room._room_tools["search_knowledge"] = kb_tool(room.knowledge)
             await room._restore(messages)
@@ -499,7 +504,9 @@ class Room:
     async def _agent(self, member: Member) -> Agent:
         """What the engine needs for one turn; the memory is frozen into the prompt here (M1)."""
         spec = member.spec
-        provider, model = self._resolve(spec.model or self.members[COMMANDER].spec.model)
+        model_string = spec.model or self.members[COMMANDER].spec.model
+        provider, model = self._resolve(model_string)
+        info = self.models(model_string) if self.models else None
         tools = Registry([BUILTIN.get(name) or self._room_tools[name] for name in spec.tools])
         memory = await self.memory.snapshot()
         if member.name == COMMANDER:
@@ -514,8 +521,8 @@ class Room:
                             memory=memory)
         return Agent(name=member.name, provider=provider, model=model, system=system, tools=tools,
                      workspace=self.workspace, session=self.tool_session, retry=self._retry, cache_key=self.id,
-                     window=spec.context_window or DEFAULT_WINDOW, budget=spec.request_budget,
-                     compact_at=spec.compact_at or 0.8)
+                     window=spec.context_window or (info.context_window if info else DEFAULT_WINDOW),
+                     budget=spec.request_budget, compact_at=spec.compact_at or (info.compact_at if info else 0.8))
 
     def roster(self) -> list[AgentDef]:
         return [m.spec for n, m in self.members.items() if n != COMMANDER and not m.anonymous]

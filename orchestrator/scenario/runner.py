@@ -20,7 +20,7 @@ from orchestrator.engine.retry import RetryPolicy
 from orchestrator.providers.base import Provider
 from orchestrator.providers.registry import Registry
 from orchestrator.providers.scripted import Reply, ScriptedProvider
-from orchestrator.room.room import Room
+from orchestrator.room.room import Catalog, Room
 from orchestrator.scenario.expect import Outcome, check
 from orchestrator.scenario.schema import Scenario, ScriptItem
 from orchestrator.store.db import Store
@@ -64,8 +64,9 @@ def prepare_workspace(scn: Scenario, override: Path | None, stack_dir: str) -> P
 
 async def run_scenario(scn: Scenario, *, db: Path | None = None, workspace: Path | None = None,
                        model: Resolver | None = None, on_event: Callable[[Event], None] | None = None,
-                       retry: RetryPolicy = RetryPolicy()) -> Result:
-    """Run every turn, then check `expect`. `model` replaces the scripted model for every agent."""
+                       retry: RetryPolicy = RetryPolicy(), models: Catalog | None = None) -> Result:
+    """Run every turn, then check `expect`. `model` replaces the scripted model for every agent;
+    `models` gives real models' windows (the scripted model keeps the default)."""
     events: list[Event] = []
 
     def sink(ev: Event) -> None:
@@ -89,7 +90,7 @@ async def run_scenario(scn: Scenario, *, db: Path | None = None, workspace: Path
         ws = prepare_workspace(scn, workspace, tmp)
         store = await Store.open(db or Path(tmp) / "room.db")
         try:
-            room_id, problems = await _play(scn, store, resolve, ws, sink, retry)
+            room_id, problems = await _play(scn, store, resolve, ws, sink, retry, models)
             record = await store.room(room_id)
             outcome = Outcome(messages=await store.load(room_id), events=events, requests=scripted.requests,
                               tasks=await store.tasks(room_id), floor=record.floor if record else "", workspace=ws)
@@ -108,7 +109,8 @@ async def run_scenario(scn: Scenario, *, db: Path | None = None, workspace: Path
 Resolver = Callable[[str], tuple[Provider, str]]
 
 
-async def _play(scn: Scenario, store: Store, resolve, ws: Path, sink, retry: RetryPolicy) -> tuple[str, list[str]]:
+async def _play(scn: Scenario, store: Store, resolve, ws: Path, sink, retry: RetryPolicy,
+                models: Catalog | None) -> tuple[str, list[str]]:
     turns = list(scn.turns)
     can_confirm = any(t.confirm for t in turns)  # someone answers only if the scenario does
     problems: list[str] = []
@@ -120,10 +122,10 @@ async def _play(scn: Scenario, store: Store, resolve, ws: Path, sink, retry: Ret
             if room_id is None:
                 room = await stack.enter_async_context(
                     Room.create(store, scn.team, resolve, name=scn.name, workspace=ws, retry=retry, on_event=sink,
-                                can_confirm=can_confirm))
+                                can_confirm=can_confirm, models=models))
             else:
                 room = await stack.enter_async_context(Room.open(store, room_id, resolve, retry=retry, on_event=sink,
-                                                                 can_confirm=can_confirm))
+                                                                 can_confirm=can_confirm, models=models))
             room_id = room.id
             last = trio.current_time()
             while i < len(turns):
