@@ -79,12 +79,16 @@ def test_more_of_the_same_text_costs_proportionally_more():
 
 
 def test_a_longer_prefix_never_costs_noticeably_less():
-    for sample in corpus()[::9]:
+    """Over every sample. Prefixes shorter than one judging block (1,024 characters) are left out:
+    there one "th" decides whether letters are priced as English, so a short English text can cost
+    a few tokens less once it grows (short texts are not held to the accuracy band either)."""
+    for sample in corpus():
         text = sample.text
         previous = 0
         for cut in range(0, len(text) + 1, max(1, len(text) // 10)):
             now = estimate(text[:cut])
-            assert now >= previous * 0.98 - 1, (sample.name, cut)
+            if cut >= 1024:
+                assert now >= previous * 0.98 - 1, (sample.name, cut)
             previous = now
 
 
