@@ -359,17 +359,13 @@ class Anthropic:
         body = build_body(request, self.id, request.max_output_tokens or self._max_tokens_for(request.model))
         parser = StreamParser(self.id, [self._key])
         try:
-            async with self._client.stream("POST", f"{self._base}/v1/messages", content=http.encode(body),
-                                           headers=self._headers) as resp:
-                if not resp.is_success:
-                    await resp.aread()
-                    raise self._http_error(resp)
-                async with http.sse_events(resp) as events:
-                    async for sse in events:
-                        for ev in parser.feed(sse):
-                            yield ev
-                        if parser.done:  # the end marker: a fault after it no longer matters
-                            return
+            async with http.post_events(self._client, f"{self._base}/v1/messages", body, self._headers,
+                                        self._http_error) as events:
+                async for sse in events:
+                    for ev in parser.feed(sse):
+                        yield ev
+                    if parser.done:  # the end marker: a fault after it no longer matters
+                        return
             parser.finish()
         except httpx.TransportError as exc:
             raise self._scrubbed(http.transport(exc, self.id)) from exc

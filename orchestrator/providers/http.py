@@ -9,7 +9,7 @@ import email.utils
 import re
 import time
 from contextlib import aclosing, asynccontextmanager, suppress
-from typing import Any, AsyncIterator
+from typing import Any, AsyncIterator, Callable
 
 import httpx
 import msgspec
@@ -129,3 +129,17 @@ async def sse_events(resp: httpx.Response) -> AsyncIterator[AsyncIterator[SSE]]:
         with suppress(httpx.HTTPError, httpx.StreamError):
             async for _ in lines:
                 pass
+
+
+@asynccontextmanager
+async def post_events(client: httpx.AsyncClient, url: str, body: dict[str, Any], headers: dict[str, str],
+                      error: Callable[[httpx.Response], E.ProviderError]) -> AsyncIterator[AsyncIterator[SSE]]:
+    """POST a JSON body and read its answer as SSE events; a non-2xx answer is read whole and
+    raised as the vendor classifies it (`error`)."""
+    async with client.stream("POST", url, content=encode(body), headers=headers) as resp:
+        if not resp.is_success:
+            await resp.aread()
+            raise error(resp)
+        async with sse_events(resp) as events:
+            yield events
+

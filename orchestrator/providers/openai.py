@@ -354,17 +354,13 @@ class OpenAICompatible:
         body = build_body(request, self.id, official=self.official)
         parser = ChunkParser(self.id, self._keys)
         try:
-            async with self._client.stream("POST", f"{self.base_url}/chat/completions", content=http.encode(body),
-                                           headers=self._headers) as resp:
-                if not resp.is_success:
-                    await resp.aread()
-                    raise self._http_error(resp)
-                async with http.sse_events(resp) as events:
-                    async for sse in events:
-                        for ev in parser.feed(sse):
-                            yield ev
-                        if parser.done:
-                            break  # some servers keep the connection open after [DONE]
+            async with http.post_events(self._client, f"{self.base_url}/chat/completions", body, self._headers,
+                                        self._http_error) as events:
+                async for sse in events:
+                    for ev in parser.feed(sse):
+                        yield ev
+                    if parser.done:
+                        break  # some servers keep the connection open after [DONE]
         except httpx.TransportError as exc:
             # After finish_reason the answer is whole: a fault while waiting for usage or [DONE] costs only the counts.
             if parser.finish_reason is None:
