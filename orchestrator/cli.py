@@ -202,9 +202,6 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument("--log-json", metavar="FILE", help="write logs as JSON lines to FILE")
     sub = p.add_subparsers(dest="command", required=True)
     shell.add_parser(sub)
-    tokens_cli.add_parser(sub)
-    kb_cli.add_parser(sub)
-    memory_cli.add_parser(sub)
 
     r = sub.add_parser("run", help="run a scenario file and check its expectations")
     r.add_argument("file")
@@ -235,6 +232,8 @@ def parser() -> argparse.ArgumentParser:
         else:
             s.add_argument("--json", action="store_true")
         s.set_defaults(fn=fn)
+    for module in (tokens_cli, kb_cli, memory_cli):
+        module.add_parser(sub)
     return p
 
 
