@@ -51,7 +51,7 @@ from orchestrator.core.events import ErrorEvent, Event, MessageEvent, TaskEvent 
 from orchestrator.core.types import Draft, TextBlock  # noqa: E402
 from orchestrator.providers.scripted import Reply, ScriptedProvider  # noqa: E402
 from orchestrator.room.room import COMMANDER, USER, Room  # noqa: E402
-from orchestrator.scenario.schema import AgentDef, Team  # noqa: E402
+from orchestrator.team.schema import AgentDef, Team  # noqa: E402
 from orchestrator.store.db import Store  # noqa: E402
 
 FANOUT = (2, 4, 8, 16, 32)

@@ -35,7 +35,7 @@ from orchestrator.core.events import (
     TextDeltaEvent, message_event,
 )
 from orchestrator.room.handback import StreamFilter
-from orchestrator.scenario.schema import Team
+from orchestrator.team.schema import Team
 from orchestrator.store.db import Store
 from orchestrator.transcript import Printer
 
@@ -219,7 +219,7 @@ async def _setup(args: argparse.Namespace, store: Store, stack: AsyncExitStack) 
             workspace = prepare_workspace(scn, workspace, "")
         name = args.name or scn.name
     if args.team:
-        from orchestrator.scenario.loader import load_team
+        from orchestrator.team.loader import load_team
 
         team = load_team(args.team)
     models_of = team
@@ -233,7 +233,7 @@ async def _setup(args: argparse.Namespace, store: Store, stack: AsyncExitStack) 
 
             models_of = msgspec.convert(record.meta.get("team", {}), Team)
     elif team is None:
-        from orchestrator.agentdef import default_team
+        from orchestrator.team.loader import default_team
 
         team = models_of = default_team()
     resolve, models = await resolver(args.model, models_of, scripted, stack)

@@ -3,10 +3,8 @@ from __future__ import annotations
 
 import time
 import uuid
-from pathlib import Path
 
 import msgspec
-import pytest
 
 from orchestrator.core.tokens import estimate
 from orchestrator.core.types import Draft, Message, ModelMessage, TextBlock, ToolCallBlock, ToolResultBlock
@@ -15,10 +13,9 @@ from orchestrator.engine.partition import Partition, tokens_of
 from orchestrator.engine.runner import Agent, run
 from orchestrator.providers.scripted import Reply, ScriptedProvider
 from orchestrator.room.room import Room
-from orchestrator.scenario.schema import AgentDef, Team
+from orchestrator.team.schema import AgentDef, Team
 from orchestrator.store.db import Store
 from orchestrator.tools.base import Registry, Tool
-from orchestrator.tools.files import READ_FILE
 
 
 class Args(msgspec.Struct):

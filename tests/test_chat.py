@@ -442,7 +442,7 @@ async def test_a_confirmation_request_is_asked_inline_and_answered_for_the_run(t
 
     from orchestrator.providers.scripted import Reply, ScriptedProvider
     from orchestrator.room import room as room_module
-    from orchestrator.scenario.schema import AgentDef, Team
+    from orchestrator.team.schema import AgentDef, Team
     from orchestrator.shell import Setup
     from orchestrator.store.db import Store
     from orchestrator.tools.base import Tool

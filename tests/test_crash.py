@@ -29,7 +29,6 @@ from collections import Counter
 from concurrent.futures import Future, ThreadPoolExecutor
 from pathlib import Path
 
-import msgspec
 import trio
 import yaml
 

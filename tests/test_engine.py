@@ -28,7 +28,7 @@ from orchestrator.core.types import (
 )
 from orchestrator.engine import runner
 from orchestrator.engine.partition import Partition
-from orchestrator.engine.retry import RetryPolicy
+from orchestrator.core.retry import RetryPolicy
 from orchestrator.engine.runner import CANCELLED, Agent, run, run_turn
 from orchestrator.engine.toolcalls import groups
 from orchestrator.providers.scripted import Reply, ScriptedProvider, request_text

@@ -10,7 +10,8 @@ import trio
 
 from orchestrator.tools.base import ToolContext, ToolError, schema_of
 from orchestrator.tools.builtin import BUILTIN
-from orchestrator.tools.files import FILE_TOOLS, GREP_FILE_BYTES, LINE_CAP, READ_CAP, ReadLedger, glob_regex
+from orchestrator.tools.files import FILE_TOOLS, GREP_FILE_BYTES, LINE_CAP, READ_CAP, glob_regex
+from orchestrator.tools.reads import ReadLedger
 from orchestrator.tools.session import ToolSession
 
 

@@ -17,7 +17,7 @@ from hypothesis import strategies as st
 from orchestrator import kb_cli
 from orchestrator.core import errors as E
 from orchestrator.core.errors import InputError
-from orchestrator.engine.retry import RetryPolicy
+from orchestrator.core.retry import RetryPolicy
 from orchestrator.memory.embeddings import HttpEmbedder, embedder_from_config
 from orchestrator.memory.knowledge import (
     MODES, Chunking, Fusion, KnowledgeError, MemoryKnowledgeBase, SqliteKnowledgeBase, add_files, chunk_text,

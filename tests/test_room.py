@@ -18,7 +18,7 @@ from orchestrator.core.events import Cancelled, ErrorEvent, Event, State, TaskEv
 from orchestrator.core.types import Message
 from orchestrator.providers.scripted import Reply, ScriptedProvider, request_text
 from orchestrator.room.room import Room
-from orchestrator.scenario.schema import AgentDef, Limits, Team
+from orchestrator.team.schema import AgentDef, Limits, Team
 from orchestrator.store.db import Store
 from orchestrator.store.heal import INTERRUPTED, pairing_problems
 

@@ -49,7 +49,7 @@ from orchestrator.core.types import Request, StreamEvent, ToolCallDone
 from orchestrator.engine.runner import CANCELLED
 from orchestrator.providers.scripted import Reply, ScriptedProvider, request_text
 from orchestrator.room.room import Room
-from orchestrator.scenario.schema import AgentDef, Team
+from orchestrator.team.schema import AgentDef, Team
 from orchestrator.store.db import Store
 from orchestrator.store.heal import INTERRUPTED, pairing_problems
 

@@ -10,8 +10,9 @@ from pathlib import Path
 import pytest
 
 from orchestrator.core.errors import InputError
-from orchestrator.resources import data_dir
-from orchestrator.scenario.loader import load_scenario, load_team
+from orchestrator.core.resources import data_dir
+from orchestrator.scenario.loader import load_scenario
+from orchestrator.team.loader import load_team
 from orchestrator.scenario.schema import ErrorSpec, Scenario
 
 EXAMPLE = """\

@@ -12,7 +12,9 @@ import trio
 from orchestrator.tools import shell
 from orchestrator.tools.base import Registry, ToolContext, ToolError, ToolOutput
 from orchestrator.tools.session import ToolSession
-from orchestrator.tools.shell import (BASH, JOB_KILL, JOB_OUTPUT, JOB_STATUS, SHELL_TOOLS, JobLog, run_command)
+from orchestrator.tools.jobs import JobLog
+from orchestrator.tools.process import run_command
+from orchestrator.tools.shell import BASH, JOB_KILL, JOB_OUTPUT, JOB_STATUS, SHELL_TOOLS
 
 
 # --- helpers --------------------------------------------------------------------------------

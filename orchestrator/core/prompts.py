@@ -8,7 +8,7 @@ from functools import cache
 
 import jinja2
 
-from orchestrator.resources import data_dir
+from orchestrator.core.resources import data_dir
 
 
 @cache

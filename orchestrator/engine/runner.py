@@ -25,7 +25,7 @@ from orchestrator.engine.budget import fit
 from orchestrator.engine.compaction import compact
 from orchestrator.engine.loopguard import LoopGuard
 from orchestrator.engine.partition import Partition
-from orchestrator.engine.retry import RetryPolicy
+from orchestrator.core.retry import RetryPolicy
 from orchestrator.engine.toolcalls import execute_group, groups
 from orchestrator.providers.base import Assembler, Provider
 from orchestrator.tools.base import Registry

@@ -5,7 +5,6 @@ and a failing or unknown tool becomes an error result for the model, never a cra
 """
 from __future__ import annotations
 
-from pathlib import Path
 
 import structlog
 import trio

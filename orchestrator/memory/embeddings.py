@@ -13,7 +13,7 @@ import trio
 
 from orchestrator.core import errors as E
 from orchestrator.core.errors import InputError
-from orchestrator.engine.retry import RetryPolicy
+from orchestrator.core.retry import RetryPolicy
 from orchestrator.providers import http
 from orchestrator.providers.config import Config
 

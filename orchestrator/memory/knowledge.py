@@ -19,6 +19,7 @@ import sqlite_utils
 import structlog
 import trio
 
+from orchestrator.core.documents import DocumentError, document_text
 from orchestrator.core.errors import InputError, ProviderError
 from orchestrator.memory.embeddings import Embedder
 from orchestrator.store.db import Store, immediate
@@ -548,14 +549,9 @@ def _text(path: Path, data: bytes) -> str:
     suffix = path.suffix.lower()
     if suffix in DOCUMENT_SUFFIXES:
         try:
-            from orchestrator.tools.files import document_text
-            from orchestrator.tools.base import ToolError
-        except ImportError as exc:
-            raise KnowledgeError(f"{suffix} text extraction is not available here ({exc})") from None
-        try:
-            return document_text(str(path), suffix, data)
-        except ToolError as exc:  # the optional `docs` extra is missing, or the file is damaged
-            raise KnowledgeError(str(exc).removeprefix(f"{path}: ")) from None
+            return document_text(suffix, data)
+        except DocumentError as exc:  # the optional `docs` extra is missing, or the file is damaged
+            raise KnowledgeError(str(exc)) from None
     if b"\0" in data[:8192]:
         raise KnowledgeError(f"looks like a binary file ({len(data)} bytes)")
     return data.decode("utf-8", errors="replace")

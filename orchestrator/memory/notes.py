@@ -4,7 +4,7 @@ is frozen into every agent's system prompt at the start of a turn. Kept in the S
 from __future__ import annotations
 
 import re
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from typing import Any, Literal, TypeVar
 
 import sqlite_utils

@@ -24,13 +24,13 @@ from orchestrator.core.events import (
 from orchestrator.core.prompts import render
 from orchestrator.core.types import Draft, Message, TextBlock, ToolResultBlock, Usage
 from orchestrator.engine.partition import Partition
-from orchestrator.engine.retry import RetryPolicy
+from orchestrator.core.retry import RetryPolicy
 from orchestrator.engine.runner import CANCELLED, Agent, run_turn
 from orchestrator.providers.base import Provider
 from orchestrator.providers.catalog import ModelInfo
 from orchestrator.room import handback
 from orchestrator.room.ledger import Ledger
-from orchestrator.scenario.schema import AgentDef, Team
+from orchestrator.team.schema import AgentDef, Team
 from orchestrator.store.db import RoomRecord, Store
 from orchestrator.tools.base import Registry
 from orchestrator.memory.knowledge import KnowledgeBase, SqliteKnowledgeBase

@@ -16,7 +16,7 @@ import trio
 from orchestrator.core.errors import InputError
 from orchestrator.core.events import Check, Event
 from orchestrator.core.types import Usage
-from orchestrator.engine.retry import RetryPolicy
+from orchestrator.core.retry import RetryPolicy
 from orchestrator.providers.base import Provider
 from orchestrator.providers.registry import Registry
 from orchestrator.providers.scripted import Reply, ScriptedProvider

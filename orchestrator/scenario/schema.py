@@ -1,88 +1,27 @@
-"""The scenario file format (scenario-format.md) as msgspec Structs, plus the naming rules for agents.
+"""The scenario file format (scenario-format.md) as msgspec Structs; the team inside it is team/schema.py's.
 
 Structs check shape and types; loader.py adds the checks that span keys (names, references, one-of rules).
 """
 from __future__ import annotations
 
-import re
 from pathlib import Path
-from typing import Annotated, Any, Literal
+from typing import Any, Literal
 
-from msgspec import Meta, Struct, field
+from msgspec import field
 
-NonNegative = Annotated[float, Meta(ge=0)]
-PositiveInt = Annotated[int, Meta(gt=0)]
-Count = Annotated[int, Meta(ge=0)]
+from orchestrator.team.schema import Count, NonNegative, Team, Strict
 
-AGENT_NAME = re.compile(r"[a-z][a-z0-9_-]{0,31}")
-RESERVED_NAMES = frozenset({"commander", "user", "all", "worker", "room"})  # "room" authors notices
-# Anonymous run_worker sub-agents are authored worker, worker-2, ...: an agent with such a name
-# would be indistinguishable from them (and would be served the `worker` script queue).
-WORKER_NAME = re.compile(r"worker(-\d+)?")
-
-
-def agent_name_problem(name: str, *, allow_reserved: bool = False) -> str | None:
-    """Why `name` cannot name a team agent, or None when it can."""
-    if not name:
-        return "an agent needs a `name`"
-    if not allow_reserved and (name in RESERVED_NAMES or WORKER_NAME.fullmatch(name)):
-        return f"`{name}` is a reserved name (commander, user, all, worker, worker-N); pick another"
-    if not AGENT_NAME.fullmatch(name):
-        return (f"bad agent name `{name}`: use 1-32 lowercase letters, digits, `-` or `_`, "
-                "starting with a letter")
-    return None
-
-
-class _Strict(Struct, forbid_unknown_fields=True, kw_only=True):
-    pass
-
-
-class AgentDef(_Strict):
-    """A team member, as written in a scenario, a team file or an agents/*.md front matter."""
-
-    name: str = ""
-    description: str = ""
-    instructions: str = ""
-    # "" = inherit the room's default model. A scenario turns "" into "scripted" (the contract's default);
-    # agent files and team files keep "" so a real run picks its own model.
-    model: str = ""
-    tools: list[str] = []
-    interactive: bool = False
-    context_window: PositiveInt | None = None
-    request_budget: PositiveInt | None = None
-    # Our extension: the share of the window at which history is compacted (E5); default 0.8.
-    compact_at: Annotated[float, Meta(gt=0, le=1)] | None = None
-    # An agent definition file whose fields this entry overrides. After loading it holds the resolved path.
-    from_: str | None = field(default=None, name="from")
-
-
-class Limits(_Strict):
-    """Our extension (`team: {limits: ...}`): caps for one run; None = no cap."""
-
-    max_model_calls: PositiveInt | None = None
-    max_tokens: PositiveInt | None = None
-    max_turn_seconds: Annotated[float, Meta(gt=0)] | None = None
-    max_workers: PositiveInt | None = None
-
-
-class Team(_Strict):
-    # The commander takes the same keys as an agent; the loader always names it "commander".
-    commander: AgentDef = field(default_factory=lambda: AgentDef(name="commander"))
-    agents: list[AgentDef] = []
-    limits: Limits = field(default_factory=Limits)
-
-
-class ErrorSpec(_Strict):
+class ErrorSpec(Strict):
     kind: str
     retry_after: NonNegative | None = None
 
 
-class Usage(_Strict):
+class Usage(Strict):
     input: Count = 0
     output: Count = 0
 
 
-class ScriptItem(_Strict):
+class ScriptItem(Strict):
     """One scripted model response (one item of a `models` queue)."""
 
     say: str | None = None
@@ -105,7 +44,7 @@ class ScriptItem(_Strict):
         return ErrorSpec(kind=self.error) if isinstance(self.error, str) else self.error
 
 
-class Turn(_Strict):
+class Turn(Strict):
     """One user-side step: exactly one of user / stop / restart / new_room / confirm (the loader checks)."""
 
     user: str | None = None
@@ -118,41 +57,41 @@ class Turn(_Strict):
     confirm: Literal["once", "run", "deny"] | None = None
 
 
-class TranscriptItem(_Strict):
+class TranscriptItem(Strict):
     from_: str = field(name="from")
     contains: str
     to: str | None = None
     hidden_from: str | None = None
 
 
-class AbsentItem(_Strict):
+class AbsentItem(Strict):
     from_: str = field(name="from")
     contains: str
 
 
-class ContextItem(_Strict):
+class ContextItem(Strict):
     agent: str
     text: str
 
 
-class ToolCallItem(_Strict):
+class ToolCallItem(Strict):
     agent: str
     name: str
     count: Count | None = None
 
 
-class LedgerItem(_Strict):
+class LedgerItem(Strict):
     agent: str
     status: Literal["done", "failed", "cancelled"]
 
 
-class ToolErrorItem(_Strict):
+class ToolErrorItem(Strict):
     agent: str
     name: str
     count: Count
 
 
-class Expect(_Strict):
+class Expect(Strict):
     floor: str | None = None
     transcript: list[TranscriptItem] = []
     absent: list[AbsentItem] = []
@@ -166,7 +105,7 @@ class Expect(_Strict):
     tool_errors: list[ToolErrorItem] = []
 
 
-class Scenario(_Strict):
+class Scenario(Strict):
     name: str
     description: str = ""
     team: Team = field(default_factory=Team)

@@ -13,11 +13,10 @@ from typing import Any, Awaitable, Callable
 import msgspec
 
 from orchestrator.core.types import ImageBlock, ToolCallBlock, ToolSpec
+from orchestrator.tools.errors import ToolError
 from orchestrator.tools.session import ToolSession
 
-
-class ToolError(Exception):
-    """A tool failed in a way the model should read and can act on."""
+__all__ = ["Registry", "Tool", "ToolContext", "ToolError", "ToolOutput", "schema_of"]
 
 
 @dataclass(frozen=True)

@@ -3,14 +3,10 @@ Also read-before-write (E14): ReadLedger, what each agent last read of each file
 """
 from __future__ import annotations
 
-import hashlib
-import io
 import os
 import re
 import stat
 from collections.abc import Iterator
-from contextlib import asynccontextmanager
-from dataclasses import dataclass
 from datetime import datetime, timezone
 from pathlib import Path
 
@@ -18,9 +14,11 @@ import msgspec
 import pathspec
 import trio
 
+from orchestrator.core.documents import DocumentError, document_text
 from orchestrator.tools.base import Tool, ToolContext, ToolError
 from orchestrator.tools.sandbox import Opened, open_checked, open_entry, replace, resolve, root_of, shown, \
     stat_checked, walk
+from orchestrator.tools.reads import ReadState, read_state as _state
 from orchestrator.tools.session import ToolSession
 
 READ_CAP = 50_000  # characters of file text in one result
@@ -36,42 +34,6 @@ async def _io(fn, *args):
 
 
 # --- read before write (E14) ---
-
-@dataclass(frozen=True)
-class ReadState:
-    size: int
-    mtime_ns: int
-    sha256: str
-
-
-def _state(data: bytes, st: os.stat_result) -> ReadState:
-    return ReadState(len(data), st.st_mtime_ns, hashlib.sha256(data).hexdigest())
-
-
-class ReadLedger:
-    """Per (agent, physical path): the file's state when that agent last read or wrote it.
-    Per path: a lock writers hold from their freshness check to their rename."""
-
-    def __init__(self):
-        self._seen: dict[tuple[str, Path], ReadState] = {}
-        self._locks: dict[Path, trio.Lock] = {}
-
-    def seen(self, agent: str, path: Path) -> ReadState | None:
-        return self._seen.get((agent, path))
-
-    def record(self, agent: str, path: Path, state: ReadState) -> None:
-        self._seen[(agent, path)] = state
-
-    @asynccontextmanager
-    async def writing(self, path: Path):
-        lock = self._locks.setdefault(path, trio.Lock())
-        try:
-            async with lock:
-                yield
-        finally:
-            if not lock.locked() and not lock.statistics().tasks_waiting:
-                self._locks.pop(path, None)  # idle: a long session does not keep one per file ever written
-
 
 def _check_fresh(raw: str, seen: ReadState | None, current: ReadState) -> None:
     # content decides, not mtime: a touch is not a change, and a rewrite within one clock tick still is
@@ -102,35 +64,15 @@ def _current(raw: str, f: Opened) -> tuple[bytes, ReadState]:
 
 # --- read_file ---
 
-def document_text(raw: str, suffix: str, data: bytes) -> str:
-    """Text of a PDF or .docx, through the optional `docs` extra (pypdf, python-docx)."""
-    try:
-        if suffix == ".pdf":
-            import pypdf
-        else:
-            import docx
-    except ImportError:
-        raise ToolError(f"{raw}: reading {suffix} files needs the optional dependencies: install the `docs` extra "
-                        f"(pip install 'groupchat-orchestrator[docs]')") from None
-    try:
-        if suffix == ".pdf":
-            reader = pypdf.PdfReader(io.BytesIO(data))
-            return "\n\n".join(f"--- page {i} ---\n{page.extract_text() or ''}"
-                               for i, page in enumerate(reader.pages, 1))
-        document = docx.Document(io.BytesIO(data))
-        parts = [p.text for p in document.paragraphs]
-        parts += ["\t".join(cell.text for cell in row.cells) for table in document.tables for row in table.rows]
-        return "\n".join(parts)
-    except Exception as exc:  # a damaged or encrypted document is the model's to hear about
-        raise ToolError(f"{raw}: could not extract text from this {suffix} file: {type(exc).__name__}: {exc}") from None
-
-
 def _read(session: ToolSession, raw: str) -> tuple[Path, str, ReadState]:
     with open_checked(session, raw, "file") as f:
         data, state = _current(raw, f)
     suffix = f.path.suffix.lower()
     if suffix in (".pdf", ".docx"):
-        return f.path, document_text(raw, suffix, data), state
+        try:
+            return f.path, document_text(suffix, data), state
+        except DocumentError as exc:
+            raise ToolError(f"{raw}: {exc}") from None
     if b"\0" in data[:8192]:
         raise ToolError(f"{raw}: looks like a binary file ({len(data)} bytes); read_file reads text, PDF and .docx")
     return f.path, data.decode("utf-8", errors="replace"), state

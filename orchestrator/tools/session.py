@@ -9,6 +9,9 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Awaitable, Callable, Literal
 
+from orchestrator.tools.jobs import JobTable
+from orchestrator.tools.reads import ReadLedger
+
 Answer = Literal["once", "run", "deny"]
 Asker = Callable[[str, str, str], Awaitable[Answer]]  # (agent, risk category, what to show) -> answer
 
@@ -25,24 +28,8 @@ class ToolSession:
         self.ask = ask
         self.spawn = spawn  # runs fn(*args) under the group's stop; None outside a room
         self.allowed: set[tuple[str, str]] = set()  # (agent, category) answered "this run"
-        self._reads = None
-        self._jobs = None
-
-    @property
-    def reads(self):
-        """Read states per (agent, path), for read-before-write (tools/files.py owns the type)."""
-        if self._reads is None:
-            from orchestrator.tools.files import ReadLedger
-            self._reads = ReadLedger()
-        return self._reads
-
-    @property
-    def jobs(self):
-        """Background shell jobs of this session (tools/shell.py owns the type)."""
-        if self._jobs is None:
-            from orchestrator.tools.shell import JobTable
-            self._jobs = JobTable(self)
-        return self._jobs
+        self.reads = ReadLedger()  # per (agent, path): what it last read or wrote
+        self.jobs = JobTable(spawn)  # background shell jobs, stopped with the group
 
     async def confirm(self, agent: str, category: str, summary: str) -> bool:
         """May `agent` do something in `category`? Asks once, or not again after "this run"."""

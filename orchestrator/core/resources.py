@@ -10,4 +10,4 @@ from pathlib import Path
 
 def data_dir(name: str) -> Path:
     packaged = Path(str(importlib.resources.files("orchestrator"))) / "_data" / name
-    return packaged if packaged.is_dir() else Path(__file__).resolve().parent.parent / name
+    return packaged if packaged.is_dir() else Path(__file__).resolve().parents[2] / name

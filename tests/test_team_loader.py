@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import pytest
 
-from orchestrator.agentdef import default_team, load_agent_file
+from orchestrator.team.loader import default_team, load_agent_file
 from orchestrator.core.errors import InputError
 
 

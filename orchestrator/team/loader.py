@@ -1,0 +1,133 @@
+"""Loading teams: agent definition files (agents/*.md: YAML front matter, then the instructions), team
+files, `from:` references, the checks a team needs before any room exists, and the default team.
+"""
+from __future__ import annotations
+
+from pathlib import Path
+
+import msgspec
+
+from orchestrator.core.document import Document, Parts, read_text
+from orchestrator.core.errors import InputError
+from orchestrator.core.resources import data_dir
+from orchestrator.team.schema import AgentDef, Team, agent_name_problem
+
+# Keys of AgentDef that a definition file cannot set: why, for the message.
+_NOT_IN_FRONT_MATTER = {
+    "instructions": "the instructions are the body after the closing `---`",
+    "from": "only scenario and team files point at a definition file",
+}
+
+
+def load_agent_file(path: str | Path) -> AgentDef:
+    """Parse one definition file. `name` defaults to the file's stem; `model` "" means the room default."""
+    name = str(path)
+    lines = read_text(path).splitlines(keepends=True)
+    if not lines or lines[0].strip() != "---":
+        raise InputError(f"{name}:1: missing front matter: an agent file starts with a `---` line, then YAML "
+                         "keys (name, description, model, tools, ...), then `---`, then the instructions")
+    end = next((i for i in range(1, len(lines)) if lines[i].rstrip() == "---"), None)
+    if end is None:
+        raise InputError(f"{name}:1: the front matter opened here is never closed by a `---` line")
+    doc = Document(name, "".join(lines[1:end]), first_line=2)
+    keys = doc.keys(())
+    for key, why in _NOT_IN_FRONT_MATTER.items():
+        if key in keys:
+            raise doc.error((key,), f"unknown key `{key}`: {why}", key=True)
+    agent: AgentDef = AgentDef() if doc.node is None else doc.decode(AgentDef)
+    agent = msgspec.structs.replace(agent, name=agent.name or Path(path).stem,
+                                    instructions="".join(lines[end + 1:]).strip())
+    # Reserved names are the team's concern: a commander.md may well be named `commander`.
+    if problem := agent_name_problem(agent.name, allow_reserved=True):
+        if "name" in keys:
+            raise doc.error(("name",), problem)
+        raise InputError(f"{name}:1: {problem} (from the file name)")
+    return agent
+
+
+def default_team() -> Team:
+    """Every agents/*.md, sorted by name, under the commander of agents/commander.md (or the built-in one)."""
+    agents: dict[str, AgentDef] = {}
+    for path in sorted(data_dir("agents").glob("*.md")):
+        if path.name == "commander.md":
+            continue
+        agent = load_agent_file(path)
+        if problem := agent_name_problem(agent.name):
+            raise InputError(f"{path}:1: {problem}")
+        if agent.name in agents:
+            raise InputError(f"{path}:1: duplicate agent name `{agent.name}` (also in {agents[agent.name].from_})")
+        agents[agent.name] = msgspec.structs.replace(agent, from_=str(path))
+    commander = data_dir("agents") / "commander.md"
+    lead = load_agent_file(commander) if commander.is_file() else AgentDef()
+    return Team(commander=msgspec.structs.replace(lead, name="commander"), agents=[agents[n] for n in sorted(agents)])
+
+
+def _find_agent_file(ref: str, base: Path) -> Path | None:
+    """`from:` resolves next to the scenario, else in the project's agents/ folder (`agents/x.md` or `x.md`)."""
+    p = Path(ref).expanduser()
+    if p.is_absolute():
+        return p if p.is_file() else None
+    agents = data_dir("agents")
+    candidates = [base / p, agents / p]
+    if p.parts[:1] == ("agents",):
+        candidates.append(agents.joinpath(*p.parts[1:]))
+    return next((c for c in candidates if c.is_file()), None)
+
+
+def _with_file(doc: Document, at: Parts, entry: AgentDef, base: Path) -> AgentDef:
+    """The entry merged over its `from:` file: keys written in the entry win."""
+    if entry.from_ is None:
+        return entry
+    found = _find_agent_file(entry.from_, base)
+    if found is None:
+        raise doc.error(at + ("from",), f"agent file `{entry.from_}` not found next to the file or in "
+                                        f"{data_dir('agents')}")
+    try:
+        defined = load_agent_file(found)
+    except InputError as e:
+        raise InputError(f"{e} (used by {doc.name}:{doc.line(at + ('from',))})") from None
+    given = set(doc.keys(at))
+    overrides = {f.name: getattr(entry, f.name)
+                 for f in msgspec.structs.fields(AgentDef) if f.encode_name in given}
+    return msgspec.structs.replace(defined, **{**overrides, "from_": str(found)})
+
+
+def checked_team(doc: Document, at: Parts, team: Team, base: Path, default_model: str) -> Team:
+    commander = _with_file(doc, at + ("commander",), team.commander, base)
+    commander = msgspec.structs.replace(commander, name="commander", model=commander.model or default_model)
+    _check_tools(doc, at + ("commander",), commander)
+    agents: list[AgentDef] = []
+    first: dict[str, Parts] = {}
+    for i, entry in enumerate(team.agents):
+        where = at + ("agents", i)
+        agent = _with_file(doc, where, entry, base)
+        keys = doc.keys(where)
+        name_at = where + ("name",) if "name" in keys else where + ("from",) if "from" in keys else where
+        if problem := agent_name_problem(agent.name):
+            raise doc.error(name_at, problem)
+        if agent.name in first:
+            raise doc.error(name_at, f"duplicate agent name `{agent.name}` "
+                                     f"(also on line {doc.line(first[agent.name])})")
+        first[agent.name] = name_at
+        _check_tools(doc, where, agent)
+        agents.append(msgspec.structs.replace(agent, model=agent.model or default_model))
+    return msgspec.structs.replace(team, commander=commander, agents=agents)
+
+
+def _check_tools(doc: Document, where: Parts, agent: AgentDef) -> None:
+    from orchestrator.tools.builtin import tool_names  # the tools package is heavier than the loader needs
+
+    known = tool_names()
+    for j, name in enumerate(agent.tools):
+        if name not in known:
+            at = where + ("tools", j) if "tools" in doc.keys(where) else where
+            raise doc.error(at, f"unknown tool `{name}`; built-in tools: {', '.join(known)}")
+
+
+def load_team(path: str | Path) -> Team:
+    """Read and check a team file, a scenario's `team:` block on its own (a missing model stays "")."""
+    doc = Document.read(path)
+    if doc.node is None:
+        raise doc.error((), "the file is empty: a team file holds `agents:` "
+                            "(and optionally `commander:`, `limits:`)")
+    return checked_team(doc, (), doc.decode(Team), Path(path).parent, default_model="")

@@ -1,0 +1,71 @@
+"""A team as data: its members (AgentDef), its limits, and the rules for agent names.
+
+Scenario files, team files and agents/*.md all decode into these Structs; the room runs them.
+"""
+from __future__ import annotations
+
+import re
+from typing import Annotated
+
+from msgspec import Meta, Struct, field
+
+NonNegative = Annotated[float, Meta(ge=0)]
+PositiveInt = Annotated[int, Meta(gt=0)]
+Count = Annotated[int, Meta(ge=0)]
+
+AGENT_NAME = re.compile(r"[a-z][a-z0-9_-]{0,31}")
+RESERVED_NAMES = frozenset({"commander", "user", "all", "worker", "room"})  # "room" authors notices
+# Anonymous run_worker sub-agents are authored worker, worker-2, ...: an agent with such a name
+# would be indistinguishable from them (and would be served the `worker` script queue).
+WORKER_NAME = re.compile(r"worker(-\d+)?")
+
+
+def agent_name_problem(name: str, *, allow_reserved: bool = False) -> str | None:
+    """Why `name` cannot name a team agent, or None when it can."""
+    if not name:
+        return "an agent needs a `name`"
+    if not allow_reserved and (name in RESERVED_NAMES or WORKER_NAME.fullmatch(name)):
+        return f"`{name}` is a reserved name (commander, user, all, worker, worker-N); pick another"
+    if not AGENT_NAME.fullmatch(name):
+        return (f"bad agent name `{name}`: use 1-32 lowercase letters, digits, `-` or `_`, "
+                "starting with a letter")
+    return None
+
+
+class Strict(Struct, forbid_unknown_fields=True, kw_only=True):
+    pass
+
+
+class AgentDef(Strict):
+    """A team member, as written in a scenario, a team file or an agents/*.md front matter."""
+
+    name: str = ""
+    description: str = ""
+    instructions: str = ""
+    # "" = inherit the room's default model. A scenario turns "" into "scripted" (the contract's default);
+    # agent files and team files keep "" so a real run picks its own model.
+    model: str = ""
+    tools: list[str] = []
+    interactive: bool = False
+    context_window: PositiveInt | None = None
+    request_budget: PositiveInt | None = None
+    # Our extension: the share of the window at which history is compacted (E5); default 0.8.
+    compact_at: Annotated[float, Meta(gt=0, le=1)] | None = None
+    # An agent definition file whose fields this entry overrides. After loading it holds the resolved path.
+    from_: str | None = field(default=None, name="from")
+
+
+class Limits(Strict):
+    """Our extension (`team: {limits: ...}`): caps for one run; None = no cap."""
+
+    max_model_calls: PositiveInt | None = None
+    max_tokens: PositiveInt | None = None
+    max_turn_seconds: Annotated[float, Meta(gt=0)] | None = None
+    max_workers: PositiveInt | None = None
+
+
+class Team(Strict):
+    # The commander takes the same keys as an agent; the loader always names it "commander".
+    commander: AgentDef = field(default_factory=lambda: AgentDef(name="commander"))
+    agents: list[AgentDef] = []
+    limits: Limits = field(default_factory=Limits)

@@ -1,0 +1,130 @@
+"""Background jobs of one tool session: each runs run_command under the room's group stop (G9), with its
+output in a log file and its latest lines in memory."""
+from __future__ import annotations
+
+import tempfile
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Callable
+
+import trio
+
+from orchestrator.tools.errors import ToolError
+from orchestrator.tools.process import DRAIN_GRACE, KILL_GRACE, CommandResult, run_command
+
+LOG_CAP = 8_000_000  # bytes of a job's output written to its log file
+JOB_TAIL = 64_000  # bytes of a job's latest output kept in memory for job_output
+_FILE_IO = trio.CapacityLimiter(4)
+
+
+class JobLog:
+    """A job's output: its first LOG_CAP bytes in the log file (the tail is added at the end),
+    the latest JOB_TAIL bytes in memory for job_output."""
+
+    def __init__(self, path: Path, file, cap: int = LOG_CAP, keep: int = JOB_TAIL):
+        self.path = path
+        self._file = file
+        self._cap = cap
+        self._keep = keep
+        self._recent = bytearray()
+        self.total = 0
+
+    @classmethod
+    async def create(cls, path: Path) -> JobLog:
+        return cls(path, await trio.to_thread.run_sync(open, path, "wb", limiter=_FILE_IO))
+
+    async def write(self, chunk: bytes) -> None:
+        room = self._cap - self.total
+        self.total += len(chunk)
+        self._recent += chunk
+        del self._recent[:max(0, len(self._recent) - self._keep)]
+        if room > 0:
+            await trio.to_thread.run_sync(self._file.write, chunk[:room], limiter=_FILE_IO)
+
+    def recent(self) -> bytes:
+        return bytes(self._recent)
+
+    async def close(self) -> None:
+        beyond = self.total - self._cap
+        if beyond > 0:  # close with the latest output, so the file ends like the job did
+            shown = min(beyond, len(self._recent))
+            last = bytes(self._recent[len(self._recent) - shown:])
+            note = f"\n[… {beyond - shown} bytes omitted …]\n".encode()
+            await trio.to_thread.run_sync(self._file.write, note + last, limiter=_FILE_IO)
+        await trio.to_thread.run_sync(self._file.close, limiter=_FILE_IO)
+
+
+@dataclass(eq=False)
+class Job:
+    id: str
+    output: JobLog
+    timeout: float
+    scope: trio.CancelScope = field(default_factory=trio.CancelScope)
+    done: trio.Event = field(default_factory=trio.Event)
+    started: float = field(default_factory=trio.current_time)
+    ended: float | None = None
+    pgid: int | None = None
+    result: CommandResult | None = None
+    fate: str | None = None  # how it ended when it did not end by itself
+
+    def status(self) -> str:
+        runtime = (self.ended or trio.current_time()) - self.started
+        if self.ended is None:
+            return f"{self.id}: running for {runtime:.1f} s"
+        if self.result is None:
+            return f"{self.id}: {self.fate} after {runtime:.1f} s"
+        if self.result.timed_out:
+            return f"{self.id}: timed out after {runtime:.1f} s; it and everything it started were stopped"
+        return f"{self.id}: exited with code {self.result.returncode} after {runtime:.1f} s"
+
+
+class JobTable:
+    """The background jobs of one ToolSession; each runs under the room's group stop (G9)."""
+
+    def __init__(self, spawn: Callable[..., None] | None):
+        self._spawn = spawn  # runs fn(*args) under the group's stop; None outside a room
+        self._jobs: dict[str, Job] = {}
+        self._folder: Path | None = None  # made on first use, under the system temp dir
+
+    async def start(self, command: str, *, cwd: Path, timeout: float) -> Job:
+        if self._spawn is None:
+            raise ToolError("background jobs need a room; run the command without background")
+        if self._folder is None:
+            self._folder = Path(await trio.to_thread.run_sync(
+                tempfile.mkdtemp, "", "orchestrator-jobs-", limiter=_FILE_IO))
+        job_id = f"job{len(self._jobs) + 1}"
+        job = Job(job_id, await JobLog.create(self._folder / f"{job_id}.log"), timeout)
+        self._jobs[job_id] = job
+        self._spawn(self._run, job, command, cwd)
+        return job
+
+    def get(self, job_id: str) -> Job:
+        job = self._jobs.get(job_id)
+        if job is None:
+            known = ", ".join(self._jobs) or "none"
+            raise ToolError(f"no job {job_id!r}; jobs of this session: {known}")
+        return job
+
+    async def kill(self, job_id: str) -> Job:
+        job = self.get(job_id)
+        job.scope.cancel()
+        with trio.move_on_after(KILL_GRACE + DRAIN_GRACE + 5):  # a job the room never started must not hang us
+            await job.done.wait()
+        return job
+
+    async def _run(self, job: Job, command: str, cwd: Path) -> None:
+        try:
+            with job.scope:
+                job.result = await run_command(command, cwd=cwd, timeout=job.timeout, sink=job.output.write,
+                                               on_start=lambda pgid: setattr(job, "pgid", pgid))
+            if job.scope.cancelled_caught:
+                job.fate = "killed by job_kill"
+        except OSError as exc:
+            job.fate = f"failed ({exc.strerror or exc})"
+        finally:
+            if job.result is None and job.fate is None:
+                job.fate = "stopped with the room"
+            job.ended = trio.current_time()
+            with trio.CancelScope(shield=True):
+                await job.output.close()
+            job.done.set()
