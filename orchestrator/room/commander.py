@@ -1,16 +1,40 @@
 """The commander's three assignment tools (G4): dispatch_to, run_worker and hand_off_to.
 
-They are ordinary engine tools that close over the room; the engine never learns what a room is.
+They are ordinary engine tools that close over the room; the engine never learns what a room is, and
+these tools know the room only through the `Host` surface below.
 """
 from __future__ import annotations
+
+from typing import Protocol
 
 import msgspec
 import trio
 
+from orchestrator.core.events import Done
 from orchestrator.core.prompts import render
 from orchestrator.core.types import Draft, TextBlock
-from orchestrator.room.room import COMMANDER, USER, Member, Room, TurnFailed
+from orchestrator.room.bus import Bus
+from orchestrator.room.ledger import Ledger
+from orchestrator.room.members import COMMANDER, USER, Member, TurnFailed
+from orchestrator.team.schema import AgentDef
 from orchestrator.tools.base import Tool, ToolContext, ToolError, ToolOutput
+
+
+class Host(Protocol):
+    """What the commander's tools use of their room (room.py's Room)."""
+
+    bus: Bus
+    ledger: Ledger
+    members: dict[str, Member]
+    workers: trio.CapacityLimiter  # max_workers: extra workers queue here
+
+    def roster(self) -> list[AgentDef]: ...
+    def anonymous_member(self, call_id: str, batch: list[str]) -> Member: ...
+    async def turn(self, member: Member, mode: str) -> Done: ...
+    def spawn(self, fn, *args) -> None: ...
+    def wake(self, name: str) -> None: ...
+    def report_ready(self) -> None: ...
+    async def set_floor(self, owner: str) -> None: ...
 
 
 class DispatchArgs(msgspec.Struct, forbid_unknown_fields=True):
@@ -29,7 +53,7 @@ class HandOffArgs(msgspec.Struct, forbid_unknown_fields=True):
     note: str | None = None
 
 
-def _member(room: Room, name: str) -> Member:
+def _member(room: Host, name: str) -> Member:
     member = room.members.get(name)
     if member is None or member.anonymous or name == COMMANDER:
         names = ", ".join(m.name for m in room.roster()) or "none"
@@ -37,16 +61,16 @@ def _member(room: Room, name: str) -> Member:
     return member
 
 
-async def _assign(room: Room, member: Member, task: str, *, visible_to: list[str]) -> None:
-    await room._post(Draft(author=COMMANDER, kind="task", blocks=[TextBlock(render("worker_task.md.j2", task=task))],
+async def _assign(room: Host, member: Member, task: str, *, visible_to: list[str]) -> None:
+    await room.bus.post(Draft(author=COMMANDER, kind="task", blocks=[TextBlock(render("worker_task.md.j2", task=task))],
                            visible_to=visible_to))
 
 
-async def _work(room: Room, member: Member, task_id: str, mode: str) -> str:
+async def _work(room: Host, member: Member, task_id: str, mode: str) -> str:
     """Run the assignment and close its ledger entry, whatever way it ends."""
     status, result = "cancelled", "stopped"
     try:
-        async with room._workers:
+        async with room.workers:
             done = await room.turn(member, mode)
         status, result = "done", done.result
         return done.result
@@ -58,7 +82,7 @@ async def _work(room: Room, member: Member, task_id: str, mode: str) -> str:
             await room.ledger.close(task_id, status, result, read=mode != "visible")
 
 
-def commander_tools(room: Room) -> list[Tool]:
+def commander_tools(room: Host) -> list[Tool]:
     async def dispatch_to(args: DispatchArgs, ctx: ToolContext) -> str:
         member = _member(room, args.agent)
         background = args.background or any(c.name == "hand_off_to" for c in ctx.siblings)
@@ -99,7 +123,7 @@ def commander_tools(room: Room) -> list[Tool]:
                             f"to give it work instead")
         last = next((m.text for m in reversed(room.members[COMMANDER].partition.messages) if m.author == USER), "")
         await room.set_floor(member.name)
-        await room._post(Draft(author=COMMANDER, kind="task", visible_to=[member.name, USER],
+        await room.bus.post(Draft(author=COMMANDER, kind="task", visible_to=[member.name, USER],
                                blocks=[TextBlock(render("handoff.md.j2", note=args.note, last_line=last))]))
         room.wake(member.name)
         return ToolOutput(f"{member.name} has the floor now and talks with the user", end_turn="handoff")

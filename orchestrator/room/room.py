@@ -1,15 +1,13 @@
-"""The room (G1-G11): members and their partitions, the one bus, the floor, turns and the group stop.
+"""The room (G1-G11): composes the bus, the floor, the ledger, the questions and the limits around its
+members, runs their turns, and owns the group stop.
 
-Every message goes through `_post` (store, then partitions, then subscribers, under one lock, so
-the bus order is the `seq` order); every agent turn runs under a cancel scope that `stop` owns.
+Every message enters through the bus (bus.py); every agent turn runs under a cancel scope that `stop` owns.
 """
 from __future__ import annotations
 
 import re
 import time
-import uuid
 from contextlib import aclosing, asynccontextmanager
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import AsyncIterator, Callable
 
@@ -18,23 +16,27 @@ import structlog
 import trio
 
 from orchestrator.core.errors import TOO_LONG, InputError, OrchestratorError, ProviderError
-from orchestrator.core.events import (
-    Cancelled, Confirm, Done, ErrorEvent, Event, State, ToolEnd, message_event,
-)
+from orchestrator.core.events import Cancelled, Done, ErrorEvent, Event, ToolEnd
 from orchestrator.core.prompts import render
-from orchestrator.core.types import Draft, Message, TextBlock, ToolResultBlock, Usage
-from orchestrator.engine.partition import Partition
 from orchestrator.core.retry import RetryPolicy
+from orchestrator.core.types import Draft, Message, TextBlock, ToolResultBlock
+from orchestrator.engine.partition import Partition
 from orchestrator.engine.runner import CANCELLED, Agent, run_turn
 from orchestrator.providers.base import Provider
 from orchestrator.providers.catalog import ModelInfo
-from orchestrator.room import handback
-from orchestrator.room.ledger import Ledger
-from orchestrator.team.schema import AgentDef, Team
-from orchestrator.store.db import RoomRecord, Store
-from orchestrator.tools.base import Registry
 from orchestrator.memory.knowledge import KnowledgeBase, SqliteKnowledgeBase
 from orchestrator.memory.notes import Memory
+from orchestrator.room import handback
+from orchestrator.room.bus import Bus
+from orchestrator.room.commander import commander_tools
+from orchestrator.room.floor import Floor
+from orchestrator.room.ledger import Ledger
+from orchestrator.room.limits import Meter, deadline
+from orchestrator.room.members import ANONYMOUS, COMMANDER, USER, Member, TurnFailed, anonymous_name
+from orchestrator.room.questions import Questions
+from orchestrator.store.db import RoomRecord, Store
+from orchestrator.team.schema import AgentDef, Team
+from orchestrator.tools.base import Registry
 from orchestrator.tools.builtin import BUILTIN, ROOM_TOOLS, tool_names
 from orchestrator.tools.kb_tool import kb_tool
 from orchestrator.tools.memory_tool import memory_tool
@@ -42,51 +44,13 @@ from orchestrator.tools.session import Answer, ToolSession
 
 log = structlog.get_logger(__name__)
 
-COMMANDER, USER, ROOM = "commander", "user", "room"
+__all__ = ["COMMANDER", "USER", "Member", "Room", "TurnFailed", "check_team"]
+
 _MENTION = re.compile(r"@([a-z][a-z0-9_-]{0,31})\b")
-_ANONYMOUS = re.compile(r"worker(?:-(\d+))?")
 
 DEFAULT_WINDOW = 200_000
 Resolve = Callable[[str], tuple[Provider, str]]  # model string -> (provider, model id)
 Catalog = Callable[[str], "ModelInfo | None"]  # model string -> its window and compaction point, if known
-
-
-class TurnFailed(OrchestratorError):
-    """An agent's turn ended in an error that was already reported on the bus."""
-
-
-@dataclass
-class Member:
-    spec: AgentDef
-    partition: Partition
-    lock: trio.Lock = field(default_factory=trio.Lock)
-    active: int = 0  # turns scheduled or running
-    anonymous: bool = False
-
-    @property
-    def name(self) -> str:
-        return self.spec.name
-
-
-class _Meter:
-    """Per-user-line limits (model calls, tokens); reaching one stops the group."""
-
-    def __init__(self, room: Room):
-        self.room, self.calls, self.tokens = room, 0, 0
-
-    def on_call(self, agent: str) -> None:
-        if agent == COMMANDER:  # this request carries every report that has arrived so far
-            self.room.ledger.mark_read([t.id for t in self.room.ledger.unread()])
-        self.calls += 1
-        cap = self.room.team.limits.max_model_calls
-        if cap is not None and self.calls > cap:
-            self.room.halt(f"limit reached: at most {cap} model calls per user line")
-
-    def on_usage(self, agent: str, usage: Usage) -> None:
-        self.tokens += usage.input + usage.output
-        cap = self.room.team.limits.max_tokens
-        if cap is not None and self.tokens > cap:
-            self.room.halt(f"limit reached: at most {cap} tokens per user line")
 
 
 class Room:
@@ -96,10 +60,14 @@ class Room:
                  nursery: trio.Nursery, retry: RetryPolicy, can_confirm: bool = False):
         self.store, self.record, self.team, self.workspace = store, record, team, workspace
         self.id = record.id
-        self.floor = record.floor
         self._resolve, self._nursery, self._retry = resolve, nursery, retry
-        self._subscribers: list[Callable[[Event], None]] = []
-        self._lock = trio.Lock()
+        self.members: dict[str, Member] = {COMMANDER: Member(_commander_spec(team), Partition(COMMANDER))}
+        for spec in team.agents:
+            self.members[spec.name] = Member(spec, Partition(spec.name))
+        self.bus = Bus(store, self.id, self.members)
+        self._floor = Floor(store, self.id, record.floor, self.bus.publish)
+        self.ledger = Ledger(store, self.id, self.bus.publish, nursery.start_soon)
+        self.questions = Questions(self.bus.publish, self.bus.notice, self._wake_waiters, can_confirm)
         self._scopes: set[trio.CancelScope] = set()
         self._running = 0  # room tasks alive: turns, background work, a limit's stop
         self._jobs = 0  # shell jobs alive: not "running" for idle, but a stop waits for them
@@ -108,20 +76,13 @@ class Room:
         self._numbers: dict[str, int] = {}  # reserved anonymous numbers by run_worker call id
         self._halting: str | None = None
         self._after_halt: list[str] = []  # members woken while a limit stop unwinds
-        self.meter = _Meter(self)
-        self.can_confirm = can_confirm  # someone is there to answer risky-command questions
-        self._questions: dict[str, tuple[trio.Event, list[Answer]]] = {}
-        self.tool_session = ToolSession(workspace, ask=self._ask, spawn=self.spawn_job)
+        self.meter = self._new_meter()
+        self.tool_session = ToolSession(workspace, ask=self.questions.ask, spawn=self.spawn_job)
         self.memory = Memory(store)
         self.knowledge: KnowledgeBase | None = None  # opened with the room
         self.models: Catalog | None = None  # real windows and compaction points by model string
         self._room_tools = {"memory": memory_tool(self.memory)}
-        self._workers = trio.CapacityLimiter(team.limits.max_workers or 1_000_000)
-        self.members: dict[str, Member] = {COMMANDER: Member(_commander_spec(team), Partition(COMMANDER))}
-        for spec in team.agents:
-            self.members[spec.name] = Member(spec, Partition(spec.name))
-        self.ledger = Ledger(store, self.id, self._publish, nursery.start_soon)
-        from orchestrator.room.commander import commander_tools  # the tools close over this room
+        self.workers = trio.CapacityLimiter(team.limits.max_workers or 1_000_000)  # queues extra workers
         self._commander_tools = commander_tools(self)
 
     # --- opening and closing -------------------------------------------------------------
@@ -171,7 +132,7 @@ class Room:
             room.knowledge = knowledge or await SqliteKnowledgeBase.open(store)
             room._room_tools["search_knowledge"] = kb_tool(room.knowledge)
             await room._restore(messages)
-            room._publish(State(ts=time.time(), room=room.id, floor=room.floor))
+            room._floor.announce()
             try:
                 yield room
                 await room.idle()
@@ -181,7 +142,7 @@ class Room:
     async def _restore(self, messages: list[Message]) -> None:
         for msg in messages:
             for name in (msg.author, *msg.visible_to):  # a worker stopped before it spoke still had a task
-                if m := _ANONYMOUS.fullmatch(name):
+                if m := ANONYMOUS.fullmatch(name):
                     self._anonymous = max(self._anonymous, int(m.group(1) or 1))
             for viewer in msg.visible_to:
                 if viewer in self.members:
@@ -195,76 +156,42 @@ class Room:
         if self.floor not in self.members:
             await self.set_floor(COMMANDER)
 
-    # --- the bus ----------------------------------------------------------------------------
+    # --- the bus, the floor and the questions -------------------------------------------------
 
     def subscribe(self, fn: Callable[[Event], None]) -> None:
-        self._subscribers.append(fn)
-
-    def _publish(self, ev: Event) -> None:
-        ev.room = self.id
-        for fn in self._subscribers:
-            fn(ev)
-
-    async def _post(self, draft: Draft, notify: tuple[str, ...] = ()) -> Message:
-        """Commit a message: store, partitions of everyone allowed to see it, then subscribers.
-
-        Only the members in `notify` are asked to answer it; the others just see it (G3).
-        """
-        async with self._lock:
-            msg = await self.store.append(self.id, draft)
-            for viewer in msg.visible_to:
-                member = self.members.get(viewer)
-                if member is not None:
-                    member.partition.append(msg, addressed=viewer in notify)
-            self._publish(message_event(msg))
-        return msg
+        self.bus.subscribe(fn)
 
     async def notice(self, text: str, visible_to: list[str], notify: tuple[str, ...] = ()) -> Message:
-        return await self._post(Draft(author=ROOM, kind="notice", blocks=[TextBlock(text)], visible_to=visible_to),
-                                notify)
+        return await self.bus.notice(text, visible_to, notify)
 
-    async def _ask(self, agent: str, category: str, summary: str) -> Answer:
-        """A tool's confirmation request: published for whoever follows the room, answered by `answer`."""
-        if not self.can_confirm:
-            return "deny"
-        request_id = "q" + uuid.uuid4().hex[:6]
-        answered, answer = trio.Event(), []
-        self._questions[request_id] = (answered, answer)
-        self._publish(Confirm(ts=time.time(), agent=agent, request_id=request_id, category=category,
-                              summary=summary))
-        self._settling.unpark_all()
-        try:
-            await answered.wait()
-        finally:
-            self._questions.pop(request_id, None)
-        await self.notice(f"The user answered {answer[0]!r} to {agent}'s request ({category}).", [USER, agent])
-        return answer[0]
+    @property
+    def floor(self) -> str:
+        return self._floor.owner
+
+    async def set_floor(self, owner: str) -> None:
+        await self._floor.give(owner)
+
+    @property
+    def can_confirm(self) -> bool:
+        return self.questions.can_confirm
 
     @property
     def asking(self) -> list[str]:
         """Open confirmation requests, oldest first."""
-        return list(self._questions)
+        return self.questions.asking
 
     def answer(self, reply: Answer, request_id: str | None = None) -> None:
         """Answer a confirmation request (the oldest open one unless `request_id` says which)."""
-        if not self._questions:
-            raise InputError("there is no confirmation request to answer")
-        answered, answer = self._questions.pop(request_id or next(iter(self._questions)))
-        answer.append(reply)
-        answered.set()
+        self.questions.answer(reply, request_id)
 
     async def question_or_idle(self) -> bool:
         """Wait until a confirmation request is open (True) or the room is idle (False)."""
-        while self._running and not self._questions:
+        while self._running and not self.questions.asking:
             await self._settling.park()
-        return bool(self._questions)
+        return bool(self.questions.asking)
 
-    async def set_floor(self, owner: str) -> None:
-        if owner == self.floor:
-            return
-        self.floor = owner
-        await self.store.set_floor(self.id, owner)
-        self._publish(State(ts=time.time(), room=self.id, floor=owner))
+    def _wake_waiters(self) -> None:
+        self._settling.unpark_all()
 
     # --- the user's side --------------------------------------------------------------------
 
@@ -275,28 +202,25 @@ class Room:
         if m:
             target = m.group(1)
             if target not in self.members or self.members[target].anonymous:
-                msg = await self._post(Draft(author=USER, kind="user", blocks=[TextBlock(text)], visible_to=[USER]))
+                msg = await self.bus.post(Draft(author=USER, kind="user", blocks=[TextBlock(text)], visible_to=[USER]))
                 names = ", ".join(n for n, mb in self.members.items() if not mb.anonymous)
                 await self.notice(f"There is no member named @{target} here; the line was kept but not sent. "
                                   f"Members: {names}.", [USER])
                 return msg
             if target == COMMANDER:
                 await self.set_floor(COMMANDER)
-        self.meter = _Meter(self)
+        self.meter = self._new_meter()
         visible = [USER, target] if target == COMMANDER else [USER, target, COMMANDER]
-        msg = await self._post(Draft(author=USER, kind="user", blocks=[TextBlock(text)], visible_to=visible),
+        msg = await self.bus.post(Draft(author=USER, kind="user", blocks=[TextBlock(text)], visible_to=visible),
                                notify=(target,))
         self.wake(target)
         if self.team.limits.max_turn_seconds and self._running:
-            self._nursery.start_soon(self._deadline, self.team.limits.max_turn_seconds, self.meter)
+            self._nursery.start_soon(deadline, self.team.limits.max_turn_seconds, self.idle,
+                                     lambda: self.meter, self.meter, self.halt)
         return msg
 
-    async def _deadline(self, seconds: float, meter: _Meter) -> None:
-        """Watches one line's work: gone as soon as the room is idle, a stop when time runs out first."""
-        with trio.move_on_after(seconds) as timer:
-            await self.idle()
-        if timer.cancelled_caught and meter is self.meter:
-            self.halt(f"limit reached: a turn may take at most {seconds:g} s")
+    def _new_meter(self) -> Meter:
+        return Meter(self.team.limits, self.ledger, self.halt)
 
     async def idle(self) -> None:
         """Wait until no agent is running, background tasks included."""
@@ -328,7 +252,7 @@ class Room:
     async def _stopped(self, reason: str) -> None:
         for t in self.ledger.running():
             await self.ledger.close(t.id, "cancelled", reason)
-        self._publish(Cancelled(ts=time.time(), room=self.id, reason=reason))
+        self.bus.publish(Cancelled(ts=time.time(), room=self.id, reason=reason))
 
     def halt(self, reason: str) -> None:
         """Stop from inside a turn (a limit): cancel now, report once everything has stopped."""
@@ -393,7 +317,7 @@ class Room:
             pass
         except Exception as exc:  # a bug: report it on the bus instead of tearing the room down
             log.exception("room task crashed")
-            self._publish(ErrorEvent(ts=time.time(), message=f"internal error: {exc}", error_class="internal"))
+            self.bus.publish(ErrorEvent(ts=time.time(), message=f"internal error: {exc}", error_class="internal"))
         finally:
             self._scopes.discard(scope)
             if counted:
@@ -422,8 +346,7 @@ class Room:
             for cid in batch or [call_id]:
                 self._anonymous += 1
                 self._numbers[cid] = self._anonymous
-        n = self._numbers.pop(call_id)
-        name = "worker" if n == 1 else f"worker-{n}"
+        name = anonymous_name(self._numbers.pop(call_id))
         cmd = self.members[COMMANDER].spec
         spec = AgentDef(name=name, description="an anonymous helper of the commander",
                         model=cmd.model, tools=list(cmd.tools))
@@ -443,7 +366,7 @@ class Room:
                 async with aclosing(run_turn(agent, member.partition, self._committer(member, mode),
                                              self.meter)) as events:
                     async for ev in events:
-                        self._publish(ev)
+                        self.bus.publish(ev)
                         if isinstance(ev, Done):
                             done = ev
             except ProviderError as exc:
@@ -454,7 +377,7 @@ class Room:
             return done
 
     def _failed(self, member: Member, message: str, error_class: str) -> TurnFailed:
-        self._publish(ErrorEvent(ts=time.time(), message=message, error_class=error_class, agent=member.name))
+        self.bus.publish(ErrorEvent(ts=time.time(), message=message, error_class=error_class, agent=member.name))
         return TurnFailed(message)
 
     def _committer(self, member: Member, mode: str):
@@ -475,20 +398,20 @@ class Room:
                     blocks = [TextBlock(text) if isinstance(b, TextBlock) else b for b in blocks]
                     blocks = [b for b in blocks if not (isinstance(b, TextBlock) and not b.text)]
                 draft = msgspec.structs.replace(draft, blocks=blocks, visible_to=list(audience))
-            msg = await self._post(draft)
+            msg = await self.bus.post(draft)
             if draft.kind == "tool_result":
                 res = draft.blocks[0]
                 if isinstance(res, ToolResultBlock) and res.content == CANCELLED:
-                    self._publish(ToolEnd(ts=time.time(), agent=member.name, call_id=res.call_id,
+                    self.bus.publish(ToolEnd(ts=time.time(), agent=member.name, call_id=res.call_id,
                                           name=res.name, result=res.content, is_error=True))
-            if handed and self.floor == member.name:
-                await self._handback(member)
+            if handed and await self._floor.hand_back(member.name):
+                await self._pending_after_handback(member)
             return msg
 
         return commit
 
-    async def _handback(self, member: Member) -> None:
-        await self.set_floor(COMMANDER)
+    async def _pending_after_handback(self, member: Member) -> None:
+        """Work that ran or ended while `member` held the floor: the commander is told and woken."""
         pending = self.ledger.running() + self.ledger.unread()
         if pending:
             await self.notice(render("handback_pending.md.j2", agent=member.name,

@@ -1,0 +1,50 @@
+"""The bus: the one place a message enters a room. It is committed to the store, delivered to the
+partition of every member allowed to see it, then published to subscribers, under one lock.
+
+Because the lock covers all three steps, the order subscribers see is the `seq` order on disk.
+"""
+from __future__ import annotations
+
+from typing import Callable
+
+import trio
+
+from orchestrator.core.events import Event, message_event
+from orchestrator.core.types import Draft, Message, TextBlock
+from orchestrator.room.members import ROOM, Member
+from orchestrator.store.db import Store
+
+
+class Bus:
+    def __init__(self, store: Store, room_id: str, members: dict[str, Member]):
+        self._store, self._room, self._members = store, room_id, members
+        self._subscribers: list[Callable[[Event], None]] = []
+        self._lock = trio.Lock()
+
+    def subscribe(self, fn: Callable[[Event], None]) -> None:
+        self._subscribers.append(fn)
+
+    def publish(self, ev: Event) -> None:
+        """An event that is not a message (a delta, a floor change, a task): to subscribers only."""
+        ev.room = self._room
+        for fn in self._subscribers:
+            fn(ev)
+
+    async def post(self, draft: Draft, notify: tuple[str, ...] = ()) -> Message:
+        """Commit a message: store, partitions of everyone allowed to see it, then subscribers.
+
+        Only the members in `notify` are asked to answer it; the others just see it (G3).
+        """
+        async with self._lock:
+            msg = await self._store.append(self._room, draft)
+            for viewer in msg.visible_to:
+                member = self._members.get(viewer)
+                if member is not None:
+                    member.partition.append(msg, addressed=viewer in notify)
+            self.publish(message_event(msg))
+        return msg
+
+    async def notice(self, text: str, visible_to: list[str], notify: tuple[str, ...] = ()) -> Message:
+        """A line the room itself writes (an unknown @name, a limit, an answered question)."""
+        return await self.post(Draft(author=ROOM, kind="notice", blocks=[TextBlock(text)], visible_to=visible_to),
+                               notify)
