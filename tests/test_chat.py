@@ -19,9 +19,10 @@ import pyte
 import pytest
 
 from orchestrator.core.events import CallRef, Confirm, MessageEvent, State, TaskEvent, TextDeltaEvent
-from orchestrator.shell import Shell, View
+from orchestrator.cli.chat.shell import Shell
+from orchestrator.cli.chat.view import View
 
-ENTRY = [sys.executable, "-m", "orchestrator.shell"]  # the same `chat` subcommand cli.py registers
+ENTRY = [sys.executable, "-m", "orchestrator"]
 COLS, ROWS = 120, 50
 
 
@@ -443,7 +444,7 @@ async def test_a_confirmation_request_is_asked_inline_and_answered_for_the_run(t
     from orchestrator.providers.scripted import Reply, ScriptedProvider
     from orchestrator.room import room as room_module
     from orchestrator.team.schema import AgentDef, Team
-    from orchestrator.shell import Setup
+    from orchestrator.cli.chat.command import Setup
     from orchestrator.store.db import Store
     from orchestrator.tools.base import Tool
 
@@ -477,7 +478,7 @@ async def test_a_confirmation_request_is_asked_inline_and_answered_for_the_run(t
             while not any(text in p for p in printed):
                 await trio.sleep(0.01)
 
-    shell.read_line = read_line
+    shell.prompt.read_line = read_line
     try:
         async with trio.open_nursery() as nursery:
             nursery.start_soon(shell.run)

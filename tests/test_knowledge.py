@@ -14,7 +14,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from orchestrator import kb_cli
+from orchestrator.cli import kb as kb_cli
 from orchestrator.core import errors as E
 from orchestrator.core.errors import InputError
 from orchestrator.core.retry import RetryPolicy

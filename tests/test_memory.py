@@ -15,7 +15,7 @@ import trio
 
 from orchestrator.core.errors import InputError
 from orchestrator.memory.notes import Conflict, Memory, NoteError
-from orchestrator.memory_cli import add_parser, compose, parse
+from orchestrator.cli.memory import add_parser, compose, parse
 from orchestrator.store.db import Store
 from orchestrator.tools.base import ToolContext, ToolError
 from orchestrator.tools.memory_tool import memory_tool

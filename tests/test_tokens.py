@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from orchestrator import tokens_cli
+from orchestrator.cli import tokens as tokens_cli
 from orchestrator.core.errors import InputError
 from orchestrator.core.tokens import FEATURES, WEIGHTS, estimate, features
 

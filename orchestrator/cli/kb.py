@@ -14,6 +14,7 @@ from pathlib import Path
 import msgspec
 import trio
 
+from orchestrator.cli.paths import default_db
 from orchestrator.core.errors import InputError, ProviderError
 from orchestrator.memory.embeddings import ENV_MODEL, HttpEmbedder, embedder_from_config
 from orchestrator.memory.knowledge import MODES, AddResult, Document, SqliteKnowledgeBase, add_files, find_files
@@ -24,7 +25,6 @@ SHOWN_LINES = 8  # of each hit, without --full
 
 
 def add_parser(subparsers: argparse._SubParsersAction) -> None:
-    from orchestrator.cli import default_db  # imported here: cli.py imports this module at its top
 
     kb = subparsers.add_parser("kb", help="the knowledge base: add, search, list and remove documents")
     sub = kb.add_subparsers(dest="kb_command", required=True)

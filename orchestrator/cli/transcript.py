@@ -1,17 +1,36 @@
-"""The readable transcript: how `run` and `show` print a room's events for a person.
+"""How `run` and `show` print a room's events: the readable transcript for a person, JSON lines for a
+script (`--json`), and a reader that may leave early (`| head`).
 
 Text streams live for one agent at a time (parallel agents print whole messages when they land);
 the handback marker is held back while streaming so it is never shown.
 """
 from __future__ import annotations
 
+import os
 import sys
-from typing import TextIO
+from typing import Callable, TextIO
 
 from orchestrator.core.events import (
+    EVENT_ENCODER,
     Cancelled, Check, Compaction, Confirm, Done, ErrorEvent, Event, MessageEvent, Retry, State, TaskEvent, TextDeltaEvent,
 )
 from orchestrator.room.handback import StreamFilter
+
+
+def json_out(ev: Event) -> None:
+    sys.stdout.buffer.write(EVENT_ENCODER.encode(ev) + b"\n")
+    sys.stdout.buffer.flush()
+
+
+def reader_may_leave(sink: Callable[[Event], None]) -> Callable[[Event], None]:
+    """`orchestrator run --json | head`: once the reader has gone, the run finishes quietly."""
+    def write(ev: Event) -> None:
+        try:
+            sink(ev)
+        except BrokenPipeError:
+            os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+
+    return write
 
 _COLORS = {"user": "1;32", "commander": "1;35", "room": "2", "worker": "2;36"}
 _PALETTE = ["1;34", "1;33", "1;36", "1;31", "1;94", "1;93"]

@@ -17,6 +17,7 @@ from pathlib import Path
 import msgspec
 import trio
 
+from orchestrator.cli.paths import default_db
 from orchestrator.core.errors import InputError
 from orchestrator.memory import scan
 from orchestrator.memory.notes import TARGETS, Conflict, Memory, NoteError, Target
@@ -35,7 +36,6 @@ _ROUNDS = 5  # editor runs per edit: an editor that is a script must not loop fo
 
 def add_parser(subparsers) -> None:
     """Register `memory` and its three actions on the `orchestrator` command's subparsers."""
-    from orchestrator.cli import default_db  # here, not at the top: cli.py imports this module
 
     memory = subparsers.add_parser("memory", help="see and change the saved profile and notes")
     actions = memory.add_subparsers(dest="memory_command", required=True)

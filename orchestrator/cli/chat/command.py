@@ -1,0 +1,222 @@
+"""`orchestrator chat`: the interactive group-chat shell (G7, G9, G10, G11): its flags, the team and
+models it runs, and the terminal it must leave as it found it.
+
+The session itself is shell.py; what it shows is view.py; how it reads lines is prompt.py.
+"""
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+import tempfile
+from contextlib import AsyncExitStack, contextmanager
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Callable, Iterator
+
+import trio
+
+from orchestrator.cli.chat.shell import Shell
+from orchestrator.cli.paths import default_db
+from orchestrator.core.errors import InputError
+from orchestrator.store.db import Store
+from orchestrator.team.schema import Team
+
+
+def add_parser(subparsers: Any) -> argparse.ArgumentParser:
+    """Register `chat` (with its own `fn`) on the `orchestrator` subparsers."""
+    c = subparsers.add_parser("chat", help="talk with a room interactively",
+                              description="Talk with a room: a commander and its team. Lines typed while "
+                                          "agents work steer them; Ctrl-C stops them all.")
+    c.add_argument("--team", type=Path, metavar="TEAM.yaml",
+                   help="the team (a scenario's `team:` block on its own); default: the agents/ folder")
+    c.add_argument("--model", default=os.environ.get("ORCHESTRATOR_MODEL") or None, metavar="PROVIDER/MODEL",
+                   help="run every agent on this model (default: $ORCHESTRATOR_MODEL)")
+    c.add_argument("--db", type=Path, default=default_db(), help="the SQLite file (default: %(default)s)")
+    c.add_argument("--resume", metavar="ROOM", help="continue a stored room (id, unique id prefix or name)")
+    c.add_argument("--scripted", type=Path, metavar="SCENARIO.yaml",
+                   help="play a scenario's scripted models (and team) instead of a real model; "
+                        "its turns are ignored: you type instead")
+    c.add_argument("--workspace", type=Path, help="the agents' workspace folder (default: the current folder; "
+                                                  "with --scripted, the scenario's or a temporary one)")
+    c.add_argument("--name", default=None, help="the new room's name (default: chat, or the scenario's name)")
+    c.set_defaults(fn=cmd_chat)
+    return c
+
+
+
+async def cmd_chat(args: argparse.Namespace) -> int:
+    """The `chat` subcommand (called by cli.main through `trio.run(args.fn, args)`)."""
+    interactive = sys.stdin.isatty() and sys.stdout.isatty()
+    try:
+        with _terminal_restored(), _patched_stdout(interactive, args):
+            return await _chat(args, interactive)
+    except BaseExceptionGroup as group:  # a nursery's single error reads better as itself
+        raise _single(group) from None
+
+
+def _single(group: BaseExceptionGroup) -> BaseException:
+    leaves: list[BaseException] = []
+
+    def walk(exc: BaseException) -> None:
+        if isinstance(exc, BaseExceptionGroup):
+            for e in exc.exceptions:
+                walk(e)
+        elif not isinstance(exc, trio.Cancelled):
+            leaves.append(exc)
+
+    walk(group)
+    return leaves[0] if len(leaves) == 1 else group
+
+
+@contextmanager
+def _terminal_restored() -> Iterator[None]:
+    """Whatever happens to the prompt thread, the terminal leaves in the mode it came in."""
+    try:
+        import termios
+        saved = termios.tcgetattr(0) if os.isatty(0) else None
+    except (ImportError, OSError):
+        saved = None
+    try:
+        yield
+    finally:
+        if saved is not None:
+            try:
+                termios.tcsetattr(0, termios.TCSADRAIN, saved)
+            except OSError:
+                pass
+
+
+@contextmanager
+def _patched_stdout(interactive: bool, args: argparse.Namespace) -> Iterator[None]:
+    """Stray writes (logs, warnings) go above the prompt too; our own lines go through `Lines`."""
+    if not interactive:
+        yield
+        return
+    from prompt_toolkit.patch_stdout import patch_stdout
+
+    from orchestrator.core.log import configure
+
+    log_json, debug = getattr(args, "log_json", None), getattr(args, "debug", False)
+    try:
+        with patch_stdout(raw=True):
+            if not log_json:
+                configure(debug=debug)  # structlog keeps the stream it was given: give it the proxy
+            yield
+    finally:
+        if not log_json:
+            configure(debug=debug)
+
+
+# --- models and teams -------------------------------------------------------------------------------
+
+@dataclass
+class Setup:
+    team: Team | None  # None: each room keeps its stored team (--resume without --team/--scripted)
+    resolve: Callable[[str], tuple[Any, str]]
+    models: Callable[[str], Any] | None  # the catalog: real models' windows (None: scripted only)
+    name: str
+    workspace: Path | None
+    scripted: Any = None  # the ScriptedProvider of --scripted, for its `sees` failures
+
+
+async def _setup(args: argparse.Namespace, store: Store, stack: AsyncExitStack) -> Setup:
+    team: Team | None = None
+    scripted = None
+    workspace = args.workspace.resolve() if args.workspace else None
+    name = args.name or "chat"
+    if args.scripted:
+        from orchestrator.providers.scripted import ScriptedProvider
+        from orchestrator.scenario.loader import load_scenario
+        from orchestrator.scenario.runner import prepare_workspace, reply
+
+        scn = load_scenario(args.scripted)
+        team = scn.team
+        scripted = ScriptedProvider({q: [reply(i) for i in items] for q, items in scn.models.items()},
+                                    record=False)
+        if workspace is None and not scn.workspace:
+            tmp = stack.enter_context(tempfile.TemporaryDirectory(prefix="orchestrator-chat-"))
+            workspace = prepare_workspace(scn, Path(tmp) / "workspace", tmp)
+        else:
+            workspace = prepare_workspace(scn, workspace, "")
+        name = args.name or scn.name
+    if args.team:
+        from orchestrator.team.loader import load_team
+
+        team = load_team(args.team)
+    models_of = team
+    if args.resume:
+        record = await store.room(args.resume)
+        if record is None:
+            raise InputError(f"no room {args.resume!r} in {args.db}; `orchestrator rooms --db {args.db}` "
+                             "lists them")
+        if models_of is None:
+            import msgspec
+
+            models_of = msgspec.convert(record.meta.get("team", {}), Team)
+    elif team is None:
+        from orchestrator.team.loader import default_team
+
+        team = models_of = default_team()
+    resolve, models = await resolver(args.model, models_of, scripted, stack)
+    return Setup(team=team, resolve=resolve, models=models, name=name, workspace=workspace, scripted=scripted)
+
+
+async def resolver(model: str | None, team: Team, scripted: Any,
+                   stack: AsyncExitStack) -> tuple[Callable[[str], tuple[Any, str]], Callable[[str], Any] | None]:
+    """Model strings to (provider, model id), and to their catalog entries: the one place where the
+    shell meets the provider registry.
+
+    `--model` puts every agent on that model. Otherwise each agent's own model string is routed
+    (`scripted` and "" to the --scripted script); an agent without a model needs `--model`.
+    Everything is resolved now, so a missing key is reported before any room exists.
+    """
+    from orchestrator.providers.registry import Registry
+
+    strings = {a.model for a in (team.commander, *team.agents)}
+    if scripted is not None and model is None and strings <= {"", "scripted"}:
+        return (lambda _model: (scripted, "scripted")), None
+    registry = await stack.enter_async_context(Registry.load())
+    if model is None and scripted is None and "" in strings:
+        raise _which_model(registry)
+    forced = registry.forcing(model) if model else None
+    if forced is None:
+        for s in strings - {"", "scripted"}:
+            registry.resolve(s)
+
+    def resolve(model_string: str) -> tuple[Any, str]:
+        if forced is not None:
+            return forced(model_string)
+        if scripted is not None and model_string in ("", "scripted"):
+            return scripted, "scripted"
+        return registry.resolve(model_string)
+
+    return resolve, registry.windows(model)
+
+
+def _which_model(registry: Any) -> InputError:
+    """No model was chosen: what to set, or what is there to choose from."""
+    sources = registry.config.sources
+    configured = [n for n, src in sources.items() if src.explicit and src.candidates]
+    if not any(src.explicit for src in sources.values()):
+        return InputError(
+            f"{registry.config.nothing_configured()}.\n"
+            "Then choose the model with --model PROVIDER/MODEL (or ORCHESTRATOR_MODEL), e.g. "
+            "`orchestrator chat --model ollama/qwen3` for a local Ollama (`ollama serve`; set OLLAMA_HOST "
+            "if it is not on localhost:11434). To try the shell without any key: "
+            "`orchestrator chat --scripted scenarios/tutor-handoff.yaml`")
+    example = f"{configured[0]}/MODEL" if configured else "PROVIDER/MODEL"
+    return InputError(f"which model should the agents use? pass --model PROVIDER/MODEL or set ORCHESTRATOR_MODEL "
+                      f"(configured: {', '.join(configured) or 'none usable'}; e.g. --model {example})")
+
+
+async def _chat(args: argparse.Namespace, interactive: bool) -> int:
+    async with AsyncExitStack() as stack:
+        db = Path(args.db)
+        if args.resume and not db.exists():
+            raise InputError(f"{db}: no such database; pass --db PATH or set ORCHESTRATOR_DB")
+        db.parent.mkdir(parents=True, exist_ok=True)
+        store = await Store.open(db)
+        stack.push_async_callback(store.close)
+        setup = await _setup(args, store, stack)
+        return await Shell(args, store, setup, interactive).run()

@@ -1,0 +1,139 @@
+"""The chat shell's input: a prompt_toolkit PromptSession run in a worker thread, with the floor in
+its prompt, a status toolbar, `@name` and slash-command completion, and a clean exit when abandoned.
+
+It runs under `trio.to_thread.run_sync(..., abandon_on_cancel=True)` so input stays usable while
+agents work (stack-notes §6); `close` makes an abandoned prompt thread give the terminal back.
+"""
+from __future__ import annotations
+
+import sys
+import threading
+from pathlib import Path
+from typing import Any, Callable
+
+import trio
+
+from orchestrator.cli.chat.view import Lines, View, anonymous, short
+
+
+class Prompt:
+    """Reads one line at a time: from the terminal through prompt_toolkit, or plain from a pipe."""
+
+    def __init__(self, view: View, history: Path | None, room: Callable[[], Any], room_name: Callable[[], str],
+                 commands: dict[str, str], interactive: bool):
+        self.view, self._room, self._room_name, self._commands = view, room, room_name, commands
+        self.interactive = interactive
+        self._running = threading.Event()
+        self.lines = Lines() if interactive else None
+        self.session = self._session(history) if interactive else None
+
+    def _session(self, history_path: Path | None):
+        from prompt_toolkit import PromptSession
+        from prompt_toolkit.formatted_text import ANSI
+        from prompt_toolkit.history import FileHistory, InMemoryHistory
+
+        history: Any = InMemoryHistory()
+        if history_path is not None:
+            try:
+                history_path.parent.mkdir(parents=True, exist_ok=True)
+                history = FileHistory(str(history_path))
+            except OSError:
+                pass
+
+        def message():
+            room = self._room()
+            if room is not None and room.asking:
+                return ANSI(self.view._paint("1;33", "confirm o/r/d> "))
+            floor = self.view.floor
+            to = "" if floor == "commander" else f" → {floor}"  # where a line without @name goes
+            return ANSI(self.view._paint("1;32", f"you{to}> "))
+
+        return PromptSession(message, history=history, completer=_completer(self._room, self._commands),
+                             complete_while_typing=True, bottom_toolbar=self._toolbar, refresh_interval=0.1,
+                             erase_when_done=True, enable_suspend=False)
+
+    def _toolbar(self) -> str:
+        """The status area (prompt thread): lines in progress, else floor and who is working."""
+        try:
+            return self.status(self.session.app.output.get_size().columns)
+        except Exception:  # never let a status line break the prompt
+            return f" {self._room_name()} · /help"
+
+    def status(self, width: int) -> str:
+        lines = []
+        for agent, text in self.view.partial:
+            line = f"{'  └ ' if anonymous(agent) else ''}{agent}: {text}"
+            lines.append(line if len(line) < width else "…" + line[-(width - 2):])
+        if not lines:
+            room = self._room()
+            busy = room is not None and room.busy
+            tasks = list(room.ledger.tasks.values()) if busy else []
+            working = sorted({t.agent for t in tasks if t.status == "running"})
+            state = (f"working: {', '.join(working)}" if working else "working") if busy else "idle"
+            if room is not None and room.asking:
+                state = "waiting for your answer (o/r/d)"
+            lines.append(f" {self._room_name()} · floor: {self.view.floor} · {state} · /help")
+        return "\n".join(lines)
+
+    def _prompt(self) -> str:
+        self._running.set()
+        try:
+            return self.session.prompt(pre_run=lambda: self.lines.started(self.session.app),
+                                       set_exception_handler=False)
+        finally:
+            self.lines.stopped()
+            self._running.clear()
+
+    async def read_line(self) -> str:
+        if not self.interactive:
+            line = await trio.to_thread.run_sync(sys.stdin.readline, abandon_on_cancel=True)
+            if not line:
+                raise EOFError
+            return line.rstrip("\n")
+        try:
+            return await trio.to_thread.run_sync(self._prompt, abandon_on_cancel=True)
+        except trio.Cancelled:
+            self._close()
+            raise
+
+    def _close(self) -> None:
+        """Make the abandoned prompt thread exit, so that it gives the terminal back."""
+        app = self.session.app if self.session else None
+
+        def close() -> None:
+            if app.is_running and app.future is not None and not app.future.done():
+                app.exit(exception=EOFError())
+
+        if app is not None and app.is_running and app.loop is not None:
+            try:
+                app.loop.call_soon_threadsafe(close)
+            except RuntimeError:  # its loop has just closed
+                pass
+
+    async def gone(self) -> None:
+        """On the way out: wait (briefly) until no prompt thread holds the terminal."""
+        with trio.move_on_after(2):
+            while self._running.is_set():
+                self._close()
+                await trio.sleep(0.02)
+
+
+def _completer(current_room: Callable[[], Any], commands: dict[str, str]):
+    """`@name` over the room's named members; the slash commands at the start of a line."""
+    from prompt_toolkit.completion import Completer, Completion
+
+    class MemberCompleter(Completer):
+        def get_completions(self, document, complete_event):
+            word = document.get_word_before_cursor(WORD=True)
+            room = current_room()
+            if word.startswith("@") and room is not None:
+                for name, m in list(room.members.items()):
+                    if not m.anonymous and ("@" + name).startswith(word):
+                        meta = "hosts the room" if name == "commander" else m.spec.description
+                        yield Completion("@" + name, start_position=-len(word), display_meta=short(meta, 40))
+            elif word.startswith("/") and document.text_before_cursor == word:
+                for cmd, meta in commands.items():
+                    if cmd.startswith(word):
+                        yield Completion(cmd, start_position=-len(word), display_meta=short(meta, 40))
+
+    return MemberCompleter()

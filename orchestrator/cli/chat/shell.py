@@ -1,0 +1,284 @@
+"""The chat session: one room at a time, lines typed by the user posted to it, slash commands, answers
+to confirmation questions, Ctrl-C as the group stop (G9), and moving between rooms with /resume.
+
+A line typed while agents work is simply posted: the room turns it into an interjection (G10).
+"""
+from __future__ import annotations
+
+import argparse
+import os
+import signal
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import trio
+
+from orchestrator.cli.chat.prompt import Prompt
+from orchestrator.cli.chat.view import View, short
+from orchestrator.core.errors import InputError
+from orchestrator.core.events import Done, Event, message_event
+from orchestrator.store.db import Store
+
+_ANSWERS = {"o": "once", "once": "once", "this once": "once",
+            "r": "run", "run": "run", "this run": "run",
+            "d": "deny", "deny": "deny", "n": "deny", "no": "deny"}
+
+COMMANDS = {
+    "/stop": "stop every agent in the room (same as Ctrl-C while agents work)",
+    "/floor": "who answers your next line without an @name",
+    "/ledger": "the room's tasks: assignee, status, result summary",
+    "/who": "the members of the room",
+    "/rooms": "the rooms in this database",
+    "/resume": "/resume ID: leave this room and continue a stored one",
+    "/export": "/export PATH: write this room's transcript as Markdown",
+    "/help": "this list",
+    "/exit": "leave the shell (also Ctrl-D, or Ctrl-C twice at an idle prompt)",
+}
+
+HELP = """\
+Type a line to talk to the room; it goes to the floor owner (the commander unless it handed off).
+  @name line    address one member directly (Tab completes names); @commander takes the floor back
+  a line typed while agents work is picked up by them at their next step
+  Ctrl-C        stop every agent (G9); at an idle prompt, twice to leave
+  o / r / d     answer a confirmation request: this once, this run, deny
+  //text        send a line that starts with "/"
+""" + "\n".join(f"  {cmd:<13} {text}" for cmd, text in COMMANDS.items())
+
+
+# --- the command line -------------------------------------------------------------------------------
+
+
+@dataclass
+class _Resume:
+    ref: str
+
+
+class Shell:
+    def __init__(self, args: argparse.Namespace, store: Store, setup: Any, interactive: bool):
+        self.args, self.store, self.setup, self.interactive = args, store, setup, interactive
+        color = interactive and not os.environ.get("NO_COLOR")
+        self.view = View(self._print, color)
+        self.room: Any = None
+        self.room_name = ""
+        self._armed = False  # a Ctrl-C at an idle prompt: the next one leaves
+        self._stopping = False
+        self._nursery: trio.Nursery | None = None
+        self._leave = trio.CancelScope()
+        self._failures = 0
+        self._last_room: str | None = None
+        history = Path(args.db).parent / "chat_history" if getattr(args, "db", None) else None
+        self.prompt = Prompt(self.view, history, lambda: self.room, lambda: self.room_name, COMMANDS, interactive)
+
+    # output
+    def _print(self, line: str) -> None:
+        if self.prompt.lines is not None:
+            self.prompt.lines.line(line)  # whole lines only, above the prompt
+        else:
+            print(line, flush=True)
+
+    def say(self, line: str) -> None:
+        self._print(self.view.dim(line))
+
+    def on_event(self, ev: Event) -> None:
+        self.view(ev)
+        scripted = self.setup.scripted
+        if isinstance(ev, Done) and scripted is not None and len(scripted.failures) > self._failures:
+            for f in scripted.failures[self._failures:]:
+                self._print(self.view.red(f"! script: {f}"))
+            self._failures = len(scripted.failures)
+
+    # the session
+    async def run(self) -> int:
+        async with trio.open_nursery() as nursery:
+            self._nursery = nursery
+            nursery.start_soon(self._watch_sigint)
+            try:
+                with self._leave:
+                    target: str | None = await self._room(self.args.resume)
+                    while target is not None:
+                        try:
+                            target = await self._room(target)
+                        except InputError as exc:  # that room cannot be opened: back to the last one
+                            self._print(self.view.red(f"! {exc}"))
+                            target = self._last_room if self._last_room != target else None
+            finally:
+                if self.interactive:
+                    with trio.CancelScope(shield=True):
+                        await self.prompt.gone()
+                nursery.cancel_scope.cancel()
+        return 0
+
+    async def _room(self, ref: str | None) -> str | None:
+        """Create (ref None) or reopen a room and talk in it; returns the room to open next, None to leave."""
+        from orchestrator.room.room import Room
+
+        common = dict(on_event=self.on_event, can_confirm=True, models=self.setup.models)
+        if ref is None:
+            opening = Room.create(self.store, self.setup.team, self.setup.resolve, name=self.setup.name,
+                                  workspace=self.setup.workspace, **common)
+        else:
+            record = await self.store.room(ref)
+            if record is None:
+                raise InputError(f"no room {ref!r} in {self.args.db}; /rooms lists them")
+            messages = await self.store.load(record.id)
+            self.say(f"── room {record.name} ({record.id}): {len(messages)} messages ──")
+            for m in messages:
+                self.view.message(message_event(m))
+            team = self.setup.team if (self.args.team or self.args.scripted) else None
+            opening = Room.open(self.store, record.id, self.setup.resolve, team=team, **common)
+        self.view.streams.clear()
+        self.view.partial = ()
+        async with opening as room:
+            self.room, self.room_name = room, room.record.name
+            self._last_room = room.id
+            try:
+                if ref is None:
+                    self.say(f"room {room.record.name} ({room.id}) · {self.args.db} · /help for commands")
+                else:
+                    self.say(f"resumed room {room.record.name} ({room.id}) · floor: {room.floor}")
+                return await self._converse(room)
+            finally:
+                with trio.CancelScope(shield=True), trio.move_on_after(10):
+                    if room.busy:
+                        await room.stop("the shell left the room")
+                self.room = None
+
+    async def _converse(self, room) -> str | None:
+        while True:
+            try:
+                line = await self.prompt.read_line()
+            except KeyboardInterrupt:
+                self._interrupt()
+                continue
+            except EOFError:
+                if not self.interactive:  # piped input: let the room finish, refusing what it asks
+                    while await room.question_or_idle():
+                        room.answer("deny")
+                return None
+            self._armed = False
+            try:
+                nxt = await self.handle(room, line)
+            except InputError as exc:
+                self._print(self.view.red(f"! {exc}"))
+                continue
+            if nxt is not None:
+                return nxt.ref
+
+    def _interrupt(self) -> None:
+        room = self.room
+        if room is not None and (room.busy or room.asking):
+            self._armed = False
+            if not self._stopping:
+                self._nursery.start_soon(self._stop, room)
+        elif self._armed:
+            self._leave.cancel()
+        else:
+            self._armed = True
+            self.say("(nothing is running: Ctrl-C again, Ctrl-D or /exit leaves)")
+
+    async def _stop(self, room) -> None:
+        self._stopping = True
+        try:
+            await room.stop()
+        finally:
+            self._stopping = False
+
+    async def _watch_sigint(self) -> None:
+        """SIGINT outside the prompt (the prompt itself reads Ctrl-C as a key)."""
+        with trio.open_signal_receiver(signal.SIGINT) as signals:
+            async for _ in signals:
+                self._interrupt()
+
+    async def handle(self, room, line: str) -> _Resume | None:
+        text = line.strip()
+        if not text:
+            return None
+        if room.asking and text.lower() in _ANSWERS:
+            room.answer(_ANSWERS[text.lower()], room.asking[0])
+            return None
+        if text.startswith("//"):
+            await room.post(text[1:])
+            return None
+        if text.startswith("/"):
+            self.say(f"› {text}")
+            return await self.command(room, text)
+        if room.asking:
+            self.say("(a confirmation request is still open: answer o, r or d)")
+        await room.post(line)
+        return None
+
+    async def command(self, room, text: str) -> _Resume | None:
+        cmd, _, arg = text.partition(" ")
+        arg = arg.strip()
+        if cmd == "/help":
+            for ln in HELP.splitlines():
+                self._print(ln)
+        elif cmd in ("/exit", "/quit"):
+            self._leave.cancel()
+        elif cmd == "/stop":
+            if room.busy or room.asking:
+                await room.stop()
+            else:
+                self.say("nothing is running")
+        elif cmd == "/floor":
+            floor = room.floor
+            where = "the commander" if floor == "commander" else f"{floor} (until it hands back; @commander takes it)"
+            self._print(f"floor: {floor} — lines without an @name go to {where}")
+        elif cmd == "/ledger":
+            tasks = list(room.ledger.tasks.values())
+            if not tasks:
+                self._print("the ledger is empty")
+            for t in tasks:
+                result = f" → {short(t.result, 60)}" if t.result else ""
+                self._print(f"{t.id}  {t.agent:<12} {t.kind:<8} {t.status:<9} {short(t.task, 50)}{result}")
+        elif cmd == "/who":
+            self._who(room)
+        elif cmd == "/rooms":
+            for r in await self.store.rooms():
+                mark = "*" if r.id == room.id else " "
+                self._print(f"{mark} {r.id}  {r.name:<24} floor={r.floor:<12} {r.messages} messages")
+        elif cmd == "/resume":
+            if not arg:
+                raise InputError("/resume ID: which room? /rooms lists them")
+            record = await self.store.room(arg)
+            if record is None:
+                raise InputError(f"no room {arg!r} in {self.args.db}; /rooms lists them")
+            if record.id == room.id:
+                self.say("this is the current room")
+                return None
+            return _Resume(record.id)
+        elif cmd == "/export":
+            await self._export(room, arg)
+        else:
+            raise InputError(f"unknown command {cmd}; /help lists them (start a line with // to send a '/')")
+        return None
+
+    def _who(self, room) -> None:
+        for name, m in room.members.items():
+            if m.anonymous:
+                continue
+            flags = [f for f, on in (("floor", name == room.floor), ("interactive", m.spec.interactive and
+                                                                       name != "commander")) if on]
+            desc = "hosts the room" if name == "commander" else m.spec.description
+            extra = f" [{', '.join(flags)}]" if flags else ""
+            self._print(f"{self.view._who(name)}{extra} — {desc}".rstrip(" —"))
+        hidden = [n for n, m in room.members.items() if m.anonymous]
+        if hidden:
+            self.say(f"  anonymous workers so far: {', '.join(hidden)}")
+
+    async def _export(self, room, arg: str) -> None:
+        from orchestrator.store.export import to_markdown
+
+        if not arg:
+            raise InputError("/export PATH: where to write the Markdown transcript?")
+        if room.busy:
+            raise InputError("agents are still working: wait, or /stop them, then /export")
+        record = await self.store.room(room.id)
+        messages = await self.store.load(room.id)
+        path = Path(arg).expanduser()
+        try:
+            await trio.Path(path).write_text(to_markdown(record, messages), encoding="utf-8")
+        except OSError as exc:
+            raise InputError(f"{path}: cannot write: {exc.strerror or exc}") from None
+        self.say(f"wrote {len(messages)} messages to {path}")
