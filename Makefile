@@ -18,6 +18,7 @@ demo: $(STAMP)
 	$(BIN)/orchestrator run scenarios/flagship.yaml
 
 test: $(STAMP)
+	$(BIN)/lint-imports --no-cache
 	$(BIN)/python -m pytest -q
 	$(BIN)/orchestrator check scenarios/
 

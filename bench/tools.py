@@ -52,9 +52,10 @@ from engine import machine  # noqa: E402  (bench/engine.py: the machine line)
 
 from orchestrator.core.types import ToolCallBlock  # noqa: E402
 from orchestrator.engine.toolcalls import execute_group, groups  # noqa: E402
-from orchestrator.tools import files  # noqa: E402
+from orchestrator.tools import files, search  # noqa: E402
 from orchestrator.tools.base import Registry, Tool, ToolContext  # noqa: E402
-from orchestrator.tools.files import FILE_TOOLS, GrepArgs, ReadArgs, grep_files, read_file  # noqa: E402
+from orchestrator.tools.files import FILE_TOOLS, ReadArgs, read_file  # noqa: E402
+from orchestrator.tools.search import GrepArgs, grep_files  # noqa: E402
 from orchestrator.tools.sandbox import open_checked, walk  # noqa: E402
 from orchestrator.tools.session import ToolSession  # noqa: E402
 
@@ -425,15 +426,15 @@ def stages(session: ToolSession, rounds: int) -> list[tuple[str, float]]:
 
     def with_ignores():
         with open_checked(session, ".", "folder") as top:
-            return sum(1 for _ in files._files(session, top, False))
+            return sum(1 for _ in search._files(session, top, False))
 
     def with_read():
         n = 0
         with open_checked(session, ".", "folder") as top:
-            for folder, fd, name in files._files(session, top, False):
+            for folder, fd, name in search._files(session, top, False):
                 opened = files.open_entry(fd, name)
                 try:
-                    n += len(files._read_fd(name, opened[0], files.GREP_FILE_BYTES))
+                    n += len(files.read_fd(name, opened[0], search.GREP_FILE_BYTES))
                 finally:
                     os.close(opened[0])
         return n
@@ -441,10 +442,10 @@ def stages(session: ToolSession, rounds: int) -> list[tuple[str, float]]:
     def with_shown():
         n = 0
         with open_checked(session, ".", "folder") as top:
-            for folder, fd, name in files._files(session, top, False):
+            for folder, fd, name in search._files(session, top, False):
                 opened = files.open_entry(fd, name)
                 try:
-                    data = files._read_fd(name, opened[0], files.GREP_FILE_BYTES)
+                    data = files.read_fd(name, opened[0], search.GREP_FILE_BYTES)
                 finally:
                     os.close(opened[0])
                 n += len(files.shown(session, folder / name)) + len(data)
@@ -456,10 +457,10 @@ def stages(session: ToolSession, rounds: int) -> list[tuple[str, float]]:
     def match_only():  # decode + split + search of the same bytes, already in memory
         datas = []
         with open_checked(session, ".", "folder") as top:
-            for folder, fd, name in files._files(session, top, False):
+            for folder, fd, name in search._files(session, top, False):
                 opened = files.open_entry(fd, name)
                 try:
-                    datas.append(files._read_fd(name, opened[0], files.GREP_FILE_BYTES))
+                    datas.append(files.read_fd(name, opened[0], search.GREP_FILE_BYTES))
                 finally:
                     os.close(opened[0])
         grep = files._Grep(rx, 0, 1000)

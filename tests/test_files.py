@@ -10,7 +10,8 @@ import trio
 
 from orchestrator.tools.base import ToolContext, ToolError, schema_of
 from orchestrator.tools.builtin import BUILTIN
-from orchestrator.tools.files import FILE_TOOLS, GREP_FILE_BYTES, LINE_CAP, READ_CAP, glob_regex
+from orchestrator.tools.files import FILE_TOOLS, READ_CAP
+from orchestrator.tools.search import GREP_FILE_BYTES, LINE_CAP, SEARCH_TOOLS, glob_regex
 from orchestrator.tools.reads import ReadLedger
 from orchestrator.tools.session import ToolSession
 
@@ -54,14 +55,14 @@ async def err(session: ToolSession, name: str, agent: str = "a", **args) -> str:
 
 
 def test_the_contract_names_required_arguments_and_read_only_flags():
-    required = {t.name: schema_of(t.args)["required"] for t in FILE_TOOLS}
+    required = {t.name: schema_of(t.args)["required"] for t in (*FILE_TOOLS, *SEARCH_TOOLS)}
     assert required == {"read_file": ["path"], "write_file": ["path", "content"], "edit_file": ["path", "old", "new"],
                         "stat_file": ["path"], "search_files": ["pattern"], "grep_files": ["pattern"]}
-    assert {t.name: t.read_only for t in FILE_TOOLS} == {
+    assert {t.name: t.read_only for t in (*FILE_TOOLS, *SEARCH_TOOLS)} == {
         "read_file": True, "stat_file": True, "search_files": True, "grep_files": True,
         "write_file": False, "edit_file": False}
-    assert {t.name for t in FILE_TOOLS if t.concurrent} == {"read_file", "stat_file", "search_files", "grep_files"}
-    assert BUILTIN.items() >= {t.name: t for t in FILE_TOOLS}.items()  # shell tools join them there
+    assert {t.name for t in (*FILE_TOOLS, *SEARCH_TOOLS) if t.concurrent} == {"read_file", "stat_file", "search_files", "grep_files"}
+    assert BUILTIN.items() >= {t.name: t for t in (*FILE_TOOLS, *SEARCH_TOOLS)}.items()  # shell tools join them there
 
 
 # --- read_file ---

@@ -19,9 +19,9 @@ from orchestrator.core import errors as E
 from orchestrator.core.errors import InputError
 from orchestrator.core.retry import RetryPolicy
 from orchestrator.memory.embeddings import HttpEmbedder, embedder_from_config
+from orchestrator.memory.ingest import add_files, find_files
 from orchestrator.memory.knowledge import (
-    MODES, Chunking, Fusion, KnowledgeError, MemoryKnowledgeBase, SqliteKnowledgeBase, add_files, chunk_text,
-    find_files, fts_query, rrf,
+    MODES, Chunking, Fusion, KnowledgeError, MemoryKnowledgeBase, SqliteKnowledgeBase, chunk_text, fts_query, rrf,
 )
 from orchestrator.providers.config import load_config
 from orchestrator.store.db import Store

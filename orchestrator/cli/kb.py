@@ -17,7 +17,8 @@ import trio
 from orchestrator.cli.paths import default_db
 from orchestrator.core.errors import InputError, ProviderError
 from orchestrator.memory.embeddings import ENV_MODEL, HttpEmbedder, embedder_from_config
-from orchestrator.memory.knowledge import MODES, AddResult, Document, SqliteKnowledgeBase, add_files, find_files
+from orchestrator.memory.ingest import add_files, find_files
+from orchestrator.memory.knowledge import MODES, AddResult, Document, SqliteKnowledgeBase
 from orchestrator.providers.config import load_config
 from orchestrator.store.db import Store
 

@@ -7,10 +7,9 @@ import hashlib
 import re
 import sqlite3
 import time
-from collections.abc import AsyncIterator, Awaitable, Callable, Iterator, Mapping, Sequence
+from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
-from os import PathLike
-from pathlib import Path, PurePath
+from pathlib import PurePath
 from typing import Any, Literal, Protocol
 
 import msgspec
@@ -19,7 +18,6 @@ import sqlite_utils
 import structlog
 import trio
 
-from orchestrator.core.documents import DocumentError, document_text
 from orchestrator.core.errors import InputError, ProviderError
 from orchestrator.memory.embeddings import Embedder
 from orchestrator.store.db import Store, immediate
@@ -346,7 +344,7 @@ def _rows(db: sqlite_utils.Database, ids: list[int]) -> dict[int, tuple[str, int
 Run = Callable[..., Awaitable[Any]]  # run(fn, *args) -> fn(db, *args), in the database's thread
 
 
-def _current(doc: Document | None, digest: str, chunking: Chunking, embedder: Embedder | None) -> bool:
+def is_current(doc: Document | None, digest: str, chunking: Chunking, embedder: Embedder | None) -> bool:
     """Nothing to do for this document: same content, same chunking, and every chunk embedded if a model is set."""
     return (doc is not None and doc.sha256 == digest and doc.chunking == chunking.signature
             and (embedder is None or (doc.model == embedder.model and doc.vectors == doc.chunks)))
@@ -383,7 +381,7 @@ class SqliteKnowledgeBase:
         digest = digest or hashlib.sha256(text.encode()).hexdigest()
         found = await self._run(_documents, path)
         old = found[0] if found else None
-        if _current(old, digest, self.chunking, self.embedder):
+        if is_current(old, digest, self.chunking, self.embedder):
             return AddResult(path=path, status="unchanged", chunks=old.chunks)
         if old is not None and old.sha256 == digest and old.chunking == self.chunking.signature and self.embedder:
             # Same chunks; only vectors of the configured model are missing (added without one, or another model).
@@ -489,87 +487,3 @@ class MemoryKnowledgeBase(SqliteKnowledgeBase):
     async def aclose(self) -> None:
         with trio.CancelScope(shield=True):  # `finally: await kb.aclose()` still closes inside a cancelled scope
             await self._run(sqlite_utils.Database.close)
-
-
-# --- adding files --------------------------------------------------------------------------------
-
-TEXT_SUFFIXES = frozenset("""
-.txt .text .md .markdown .mdx .rst .adoc .org .tex .csv .tsv .log
-.py .pyi .js .jsx .mjs .cjs .ts .tsx .go .rs .java .kt .kts .scala .c .h .cc .cpp .cxx .hpp .cs .swift .m .rb .php
-.pl .lua .r .jl .sh .bash .zsh .fish .ps1 .sql .html .htm .css .scss .vue .svelte .xml .proto .graphql
-.toml .yaml .yml .json .ini .cfg .conf .env .properties .gradle .cmake .mk .dockerfile .tf
-""".split())
-DOCUMENT_SUFFIXES = frozenset({".pdf", ".docx"})
-SKIP_DIRS = frozenset({".git", ".hg", ".svn", "node_modules", "__pycache__", ".venv", "venv", ".tox", ".mypy_cache",
-                       ".pytest_cache", ".ruff_cache", "dist", "build", "target"})
-TEXT_NAMES = frozenset({"Dockerfile", "Makefile", "README", "LICENSE"})  # suffix-less files worth indexing
-_INDEXED = TEXT_SUFFIXES | DOCUMENT_SUFFIXES
-MAX_FILE_BYTES = 16 << 20
-_FILE_IO = trio.CapacityLimiter(4)
-
-
-def _walk(root: Path) -> Iterator[Path]:
-    for entry in sorted(root.iterdir()):
-        if entry.name.startswith(".") or entry.name in SKIP_DIRS:
-            continue
-        if entry.is_dir() and not entry.is_symlink():
-            yield from _walk(entry)
-        elif entry.is_file() and (entry.suffix.lower() in _INDEXED or entry.name in TEXT_NAMES):
-            yield entry
-
-
-def find_files(paths: Sequence[str | PathLike[str]]) -> tuple[list[Path], list[AddResult]]:
-    """Every file named, and in each folder named the files with a text, code or document suffix (hidden
-    and vendored folders skipped), resolved and without repeats; plus what could not be used, and why."""
-    files: dict[Path, None] = {}
-    problems: list[AddResult] = []
-    for raw in paths:
-        p = Path(raw).expanduser()
-        try:
-            if p.is_dir():
-                files.update(dict.fromkeys(f.resolve() for f in _walk(p)))
-            elif p.is_file():
-                files[p.resolve()] = None
-            else:
-                problems.append(AddResult(path=str(raw), status="skipped", message="no such file or folder"))
-        except OSError as exc:
-            problems.append(AddResult(path=str(raw), status="skipped", message=f"cannot read it ({exc})"))
-    return list(files), problems
-
-
-def _read(path: Path) -> tuple[bytes, str]:
-    size = path.stat().st_size
-    if size > MAX_FILE_BYTES:
-        raise KnowledgeError(f"{size} bytes is larger than {MAX_FILE_BYTES >> 20} MiB")
-    data = path.read_bytes()
-    return data, hashlib.sha256(data).hexdigest()
-
-
-def _text(path: Path, data: bytes) -> str:
-    suffix = path.suffix.lower()
-    if suffix in DOCUMENT_SUFFIXES:
-        try:
-            return document_text(suffix, data)
-        except DocumentError as exc:  # the optional `docs` extra is missing, or the file is damaged
-            raise KnowledgeError(str(exc)) from None
-    if b"\0" in data[:8192]:
-        raise KnowledgeError(f"looks like a binary file ({len(data)} bytes)")
-    return data.decode("utf-8", errors="replace")
-
-
-async def add_files(kb: KnowledgeBase, files: Sequence[Path]) -> AsyncIterator[AddResult]:
-    """Add each file (from `find_files`) under its resolved path, one result per file as it is done.
-    A file whose bytes did not change is neither read as text nor chunked nor embedded again."""
-    known: Mapping[str, Document] = {d.path: d for d in await kb.list_documents()}
-    for path in files:
-        key = str(path)
-        try:
-            data, digest = await trio.to_thread.run_sync(_read, path, limiter=_FILE_IO)
-            if _current(known.get(key), digest, kb.chunking, kb.embedder):
-                yield AddResult(path=key, status="unchanged", chunks=known[key].chunks)
-                continue
-            text = await trio.to_thread.run_sync(_text, path, data, limiter=_FILE_IO)
-        except (OSError, KnowledgeError) as exc:
-            yield AddResult(path=key, status="skipped", message=str(exc))
-            continue
-        yield await kb.add_document(key, text, digest=digest)

@@ -7,9 +7,10 @@ from __future__ import annotations
 
 from orchestrator.tools.base import Tool
 from orchestrator.tools.files import FILE_TOOLS
+from orchestrator.tools.search import SEARCH_TOOLS
 from orchestrator.tools.shell import SHELL_TOOLS
 
-BUILTIN: dict[str, Tool] = {t.name: t for t in (*FILE_TOOLS, *SHELL_TOOLS)}
+BUILTIN: dict[str, Tool] = {t.name: t for t in (*FILE_TOOLS, *SEARCH_TOOLS, *SHELL_TOOLS)}
 
 # Tools a room builds over its own stores (the user's memory, the knowledge base): granted by name like the rest.
 ROOM_TOOLS = ("memory", "search_knowledge")

@@ -1,31 +1,25 @@
-"""The file tools (E18): read_file, write_file, edit_file, stat_file, search_files and grep_files.
-Also read-before-write (E14): ReadLedger, what each agent last read of each file, and the per-path write locks.
+"""The file tools that touch one file (E18): read_file, write_file, edit_file and stat_file, with
+read-before-write (E14) over the session's read states (reads.py). Finding files is search.py's.
 """
 from __future__ import annotations
 
 import os
-import re
 import stat
-from collections.abc import Iterator
 from datetime import datetime, timezone
 from pathlib import Path
 
 import msgspec
-import pathspec
 import trio
 
 from orchestrator.core.documents import DocumentError, document_text
 from orchestrator.tools.base import Tool, ToolContext, ToolError
-from orchestrator.tools.sandbox import Opened, open_checked, open_entry, replace, resolve, root_of, shown, \
-    stat_checked, walk
+from orchestrator.tools.sandbox import Opened, open_checked, replace, resolve, shown, \
+    stat_checked
 from orchestrator.tools.reads import ReadState, read_state as _state
 from orchestrator.tools.session import ToolSession
 
 READ_CAP = 50_000  # characters of file text in one result
 MAX_FILE_BYTES = 32 << 20  # read_file and edit_file hold the whole file in memory
-GREP_FILE_BYTES = 4 << 20  # larger files are skipped by grep_files (and said so)
-LINE_CAP = 400  # characters of one grep line
-RESULTS_MAX = 1000
 _FILE_IO = trio.CapacityLimiter(8)
 
 
@@ -44,7 +38,7 @@ def _check_fresh(raw: str, seen: ReadState | None, current: ReadState) -> None:
                         f"read it again, then redo your change")
 
 
-def _read_fd(raw: str, fd: int, cap: int) -> bytes:
+def read_fd(raw: str, fd: int, cap: int) -> bytes:
     chunks, total = [], 0
     while chunk := os.read(fd, 1 << 20):
         chunks.append(chunk)
@@ -58,7 +52,7 @@ def _current(raw: str, f: Opened) -> tuple[bytes, ReadState]:
     if f.st.st_size > MAX_FILE_BYTES:
         raise ToolError(f"{raw}: {f.st.st_size} bytes is larger than {MAX_FILE_BYTES >> 20} MiB; "
                         f"use grep_files to find the part you need")
-    data = _read_fd(raw, f.fd, MAX_FILE_BYTES)
+    data = read_fd(raw, f.fd, MAX_FILE_BYTES)
     return data, _state(data, f.st)
 
 
@@ -91,7 +85,7 @@ def _numbered(text: str, first: int) -> str:
     return "".join(f"{n:>6}\t{line}" for n, line in enumerate(_lines(text), first))
 
 
-def _with_note(body: str, note: str) -> str:
+def with_note(body: str, note: str) -> str:
     sep = "" if not body or body.endswith("\n") else "\n"
     return f"{body}{sep}[{note}]"
 
@@ -114,7 +108,7 @@ def _char_range(text: str, args: ReadArgs, name: str) -> str:
     end = offset + len(chunk)
     body = _numbered(chunk, text.count("\n", 0, offset) + 1) if args.line_numbers else chunk
     if end < total:
-        return _with_note(body, f"showing characters {offset}-{end} of {total}; "
+        return with_note(body, f"showing characters {offset}-{end} of {total}; "
                                 f"call read_file with offset={end} to read on")
     return body
 
@@ -132,16 +126,16 @@ def _line_range(text: str, args: ReadArgs, name: str) -> str:
         piece = f"{n:>6}\t{line}" if args.line_numbers else line
         if used + len(piece) > READ_CAP:
             if out:
-                return _with_note("".join(out), f"showing lines {first}-{n - 1} of {count}; "
+                return with_note("".join(out), f"showing lines {first}-{n - 1} of {count}; "
                                                 f"call read_file with start_line={n} to read on")
             at = sum(len(x) for x in lines[:n - 1]) + READ_CAP - (len(piece) - len(line))
-            return _with_note(piece[:READ_CAP], f"line {n} is longer than {READ_CAP} characters and was cut; "
+            return with_note(piece[:READ_CAP], f"line {n} is longer than {READ_CAP} characters and was cut; "
                                                 f"call read_file with offset={at} to read the rest of it")
         out.append(piece)
         used += len(piece)
         n += 1
     body = "".join(out)
-    return _with_note(body, f"lines {first}-{last} of {count}") if (first, last) != (1, count) else body
+    return with_note(body, f"lines {first}-{last} of {count}") if (first, last) != (1, count) else body
 
 
 async def read_file(args: ReadArgs, ctx: ToolContext) -> str:
@@ -306,259 +300,5 @@ STAT_FILE = Tool(
 )
 
 
-# --- search_files and grep_files ---
-
-def glob_regex(pattern: str) -> re.Pattern:
-    """`*` and `?` within a name, `**` across folders, `[abc]` and `{a,b}` alternatives."""
-    try:
-        return re.compile(rf"(?s:{_glob(pattern)})\Z")
-    except re.error as exc:
-        raise ToolError(f"invalid glob {pattern!r}: {exc}") from None
-
-
-def _glob(p: str) -> str:
-    out, i = [], 0
-    while i < len(p):
-        if p.startswith("**/", i):
-            out.append("(?:.*/)?")
-            i += 3
-        elif p.startswith("**", i):
-            out.append(".*")
-            i += 2
-        elif p[i] == "*":
-            out.append("[^/]*")
-            i += 1
-        elif p[i] == "?":
-            out.append("[^/]")
-            i += 1
-        elif p[i] == "[" and (end := p.find("]", i + 2)) != -1:
-            body = p[i + 1:end]
-            negate = body[0] in "!^"
-            chars = "".join(c if c == "-" else re.escape(c) for c in body[negate:])
-            out.append(f"[{'^' if negate else ''}{chars}]")
-            i = end + 1
-        elif p[i] == "{" and (end := p.find("}", i)) != -1:
-            out.append("(?:" + "|".join(_glob(alt) for alt in p[i + 1:end].split(",")) + ")")
-            i = end + 1
-        else:
-            out.append(re.escape(p[i]))
-            i += 1
-    return "".join(out)
-
-
-class _Ignores:
-    """The .gitignore files that apply under a root: each folder's own, deeper ones overriding."""
-
-    def __init__(self, session: ToolSession, top: Path):
-        self._specs: dict[Path, pathspec.GitIgnoreSpec] = {}
-        root = root_of(session, top)
-        for folder in reversed(top.parents):  # those above the searched folder apply too; its own comes in enter()
-            if folder.is_relative_to(root):
-                try:
-                    with open_checked(session, str(folder / ".gitignore"), "file") as f:
-                        self._add(folder, _read_fd(".gitignore", f.fd, 1 << 20))
-                except ToolError:
-                    pass  # none there, or not readable: nothing to ignore
-
-    def _add(self, folder: Path, data: bytes) -> None:
-        self._specs[folder] = pathspec.GitIgnoreSpec.from_lines(data.decode("utf-8", "replace").splitlines())
-
-    def enter(self, folder: Path, fd: int, files: list[str]) -> None:
-        if ".gitignore" in files and (opened := open_entry(fd, ".gitignore")):
-            try:
-                self._add(folder, _read_fd(".gitignore", opened[0], 1 << 20))
-            except ToolError:
-                pass  # a .gitignore over a MiB is not one
-            finally:
-                os.close(opened[0])
-
-    def ignored(self, path: Path, is_dir: bool) -> bool:
-        verdict = None
-        for folder in reversed(path.parents):
-            if spec := self._specs.get(folder):
-                rel = path.relative_to(folder).as_posix() + ("/" if is_dir else "")
-                if (hit := spec.check_file(rel).include) is not None:
-                    verdict = hit
-        return bool(verdict)
-
-
-def _files(session: ToolSession, top: Opened, include_ignored: bool) -> Iterator[tuple[Path, int, str]]:
-    """(folder, its fd, file name) under `top`, skipping .git and, unless asked, what .gitignore ignores."""
-    ignores = None if include_ignored else _Ignores(session, top.path)
-    for folder, fd, folders, files in walk(session, top):
-        if ignores:
-            ignores.enter(folder, fd, files)
-            folders[:] = [d for d in folders if d != ".git" and not ignores.ignored(folder / d, True)]
-            files = [n for n in files if not ignores.ignored(folder / n, False)]
-        else:
-            folders[:] = [d for d in folders if d != ".git"]
-        for name in files:
-            yield folder, fd, name
-
-
-def _cap(requested: int) -> int:
-    return max(1, min(requested, RESULTS_MAX))
-
-
-class SearchArgs(msgspec.Struct, forbid_unknown_fields=True):
-    pattern: str
-    path: str = "."
-    include_ignored: bool = False
-    max_results: int = 200
-
-
-def _search(session: ToolSession, args: SearchArgs) -> str:
-    pattern = args.pattern.strip().removeprefix("./").lstrip("/")
-    if not pattern:
-        raise ToolError("the pattern is empty; `**/*` lists every file")
-    rx = glob_regex(pattern)
-    by_name = "/" not in pattern
-    cap = _cap(args.max_results)
-    found, total = [], 0
-    with open_checked(session, args.path, "folder") as top:
-        for folder, _, name in _files(session, top, args.include_ignored):
-            rel = name if by_name else (folder / name).relative_to(top.path).as_posix()
-            if rx.match(rel):
-                total += 1
-                if len(found) < cap:
-                    found.append(shown(session, folder / name))
-    if not found:
-        return f"no files match {args.pattern!r} under {args.path}"
-    body = "\n".join(found)
-    if total > cap:
-        body = _with_note(body, f"showing the first {cap} of {total} matches; narrow the pattern, pass `path`, "
-                                f"or raise max_results (at most {RESULTS_MAX})")
-    return body
-
-
-async def search_files(args: SearchArgs, ctx: ToolContext) -> str:
-    return await _io(_search, ctx.session, args)
-
-
-SEARCH_FILES = Tool(
-    "search_files",
-    "Find files by name with a glob `pattern`. Without a `/` it matches file names at any depth (`*.py`, "
-    "`test_*.{py,txt}`); with one it matches paths relative to `path` (`src/**/*.ts`; `**` spans folders). "
-    "Optional: `path` the folder to search (default the workspace); `include_ignored: true` also lists what "
-    ".gitignore excludes (.git is always skipped); `max_results` (default 200, at most 1000). Symbolic links "
-    "are not followed.",
-    SearchArgs, search_files, read_only=True,
-)
-
-
-class GrepArgs(msgspec.Struct, forbid_unknown_fields=True):
-    pattern: str
-    path: str = "."
-    glob: str | None = None
-    context: int = 0
-    ignore_case: bool = False
-    include_ignored: bool = False
-    max_matches: int = 100
-
-
-def _clip(line: str) -> str:
-    line = line.removesuffix("\r")
-    return line if len(line) <= LINE_CAP else f"{line[:LINE_CAP]}... [{len(line)} characters]"
-
-
-class _Grep:
-    """Collects ripgrep-style output (`path:line:text`, context as `path-line-text`) up to the caps."""
-
-    def __init__(self, rx: re.Pattern, context: int, cap: int):
-        self.rx, self.context, self.cap = rx, context, cap
-        self.out: list[str] = []
-        self.size = 0
-        self.matches = 0
-        self.skipped = 0
-        self.stopped = ""  # why output stopped early, as a note for the model
-
-    def file(self, name: str, data: bytes) -> None:
-        if b"\0" in data[:8192]:
-            self.skipped += 1
-            return
-        lines = data.decode("utf-8", errors="replace").removesuffix("\n").split("\n")
-        hits = [i for i, line in enumerate(lines) if self.rx.search(line)]
-        hit_set = set(hits)
-        done = -1  # the last line of this file already written
-        for i in hits:
-            if self.matches >= self.cap:
-                self.stopped = (f"stopped after {self.cap} matches; narrow with `path`, `glob` or the pattern, "
-                                f"or raise max_matches (at most {RESULTS_MAX})")
-                return
-            if self.size >= READ_CAP:
-                self.stopped = (f"stopped at {READ_CAP} characters of output after {self.matches} matches; "
-                                f"narrow with `path`, `glob` or the pattern")
-                return
-            self.matches += 1
-            lo, hi = max(0, i - self.context, done + 1), min(len(lines) - 1, i + self.context)
-            if self.context and self.out and (done == -1 or lo > done + 1):
-                self._emit("--")
-            for j in range(lo, hi + 1):
-                sep = ":" if j in hit_set else "-"
-                self._emit(f"{name}{sep}{j + 1}{sep}{_clip(lines[j])}")
-            done = max(done, hi)
-
-    def _emit(self, line: str) -> None:
-        self.out.append(line)
-        self.size += len(line) + 1
-
-
-def _grep(session: ToolSession, args: GrepArgs) -> str:
-    try:
-        rx = re.compile(args.pattern, re.IGNORECASE if args.ignore_case else 0)
-    except re.error as exc:
-        raise ToolError(f"invalid regular expression {args.pattern!r}: {exc}") from None
-    name_glob = args.glob.strip().removeprefix("./").lstrip("/") if args.glob else ""
-    name_rx = glob_regex(name_glob) if name_glob else None
-    grep = _Grep(rx, max(0, min(args.context, 10)), _cap(args.max_matches))
-    with open_checked(session, args.path, "any") as top:
-        if stat.S_ISREG(top.st.st_mode):
-            grep.file(shown(session, top.path), _read_fd(args.path, top.fd, GREP_FILE_BYTES))
-        else:
-            for folder, fd, name in _files(session, top, args.include_ignored):
-                if name_rx and not name_rx.match(name if "/" not in name_glob
-                                                 else (folder / name).relative_to(top.path).as_posix()):
-                    continue
-                if (opened := open_entry(fd, name)) is None or opened[1].st_size > GREP_FILE_BYTES:
-                    grep.skipped += 1
-                    if opened:
-                        os.close(opened[0])
-                    continue
-                try:
-                    data = _read_fd(name, opened[0], GREP_FILE_BYTES)
-                except ToolError:  # it grew past the cap while being read
-                    grep.skipped += 1
-                    continue
-                finally:
-                    os.close(opened[0])
-                grep.file(shown(session, folder / name), data)
-                if grep.stopped:
-                    break
-    skipped = (f"skipped {grep.skipped} files that are binary, larger than {GREP_FILE_BYTES >> 20} MiB "
-               f"or hard-linked") if grep.skipped else ""
-    if not grep.out:
-        return f"no matches for {args.pattern!r} under {args.path}" + (f" [{skipped}]" if skipped else "")
-    body = "\n".join(grep.out)
-    for note in (grep.stopped, skipped):
-        if note:
-            body = _with_note(body, note)
-    return body
-
-
-async def grep_files(args: GrepArgs, ctx: ToolContext) -> str:
-    return await _io(_grep, ctx.session, args)
-
-
-GREP_FILES = Tool(
-    "grep_files",
-    "Search file contents for a regular expression `pattern` (Python syntax, matched per line). Prints "
-    "`path:line:text`, context lines as `path-line-text`. Optional: `path` a folder or one file (default the "
-    "workspace); `glob` only files whose name (or, with a `/`, path) matches, e.g. `*.py`; `context` lines "
-    "around each match (at most 10); `ignore_case`; `include_ignored: true` also searches what .gitignore "
-    f"excludes; `max_matches` (default 100, at most {RESULTS_MAX}). Binary files, files over "
-    f"{GREP_FILE_BYTES >> 20} MiB and .git are skipped; lines are cut at {LINE_CAP} characters.",
-    GrepArgs, grep_files, read_only=True,
-)
-
-FILE_TOOLS = [READ_FILE, WRITE_FILE, EDIT_FILE, STAT_FILE, SEARCH_FILES, GREP_FILES]
+FILE_TOOLS = [READ_FILE, WRITE_FILE, EDIT_FILE, STAT_FILE]
 
