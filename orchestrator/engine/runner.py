@@ -6,6 +6,7 @@ and whoever drives it decides who may see what. `run` is the non-streaming entry
 from __future__ import annotations
 
 import time
+from functools import lru_cache
 from contextlib import aclosing
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -71,6 +72,11 @@ class Agent:
         return self.budget or self.window - min(16_000, self.window // 5)
 
 
+# A member's system prompt is the same turn after turn until its inputs change (roster, floor, ledger,
+# memory): estimated once per distinct text, not once per turn.
+_system_tokens = lru_cache(maxsize=256)(estimate)
+
+
 def _draft(agent: Agent, kind: MessageKind, blocks: list[Block], provider: str = "", model: str = "") -> Draft:
     return Draft(author=agent.name, kind=kind, blocks=blocks, visible_to=[agent.name], provider=provider, model=model)
 
@@ -85,7 +91,7 @@ async def run_turn(agent: Agent, partition: Partition, commit: Commit,
     guard = LoopGuard()
     usage = Usage()
     specs = agent.tools.specs()
-    fixed = estimate(agent.system) + sum(estimate(str(s.input_schema)) + estimate(s.description) for s in specs)
+    fixed = _system_tokens(agent.system) + agent.tools.spec_tokens()
     while True:
         if meter:
             meter.on_call(agent.name)

@@ -148,13 +148,14 @@ class Store:
             return await self._run(_healed_copy, self._db, room_id)
         return await self._run(_heal, self._db, room_id)
 
-    async def call(self, fn: Callable[..., T], *args: Any) -> T:
-        """Run `fn(db, *args)` on the store's connection, in its thread, one at a time.
+    async def call(self, fn: Callable[..., T], *args: Any, small: bool = False) -> T:
+        """Run `fn(db, *args)` on the store's connection, in its thread, one at a time; `small` (a read or
+        write bounded by a cap, such as the memory) runs on the event loop instead, like an append.
 
         For the other owners of tables in this file (memory, knowledge base): one connection,
         one writer, so their commits are ordered with the room's.
         """
-        return await self._run(fn, self._db, *args)
+        return await (self._now if small else self._run)(fn, self._db, *args)
 
     # --- under the limiter: on the event loop, or in the worker thread ------------------------
 
