@@ -12,7 +12,7 @@ import pytest
 from orchestrator.core import errors as E
 from orchestrator.core.events import Retry, TextDeltaEvent
 from orchestrator.core.types import ModelMessage, Request, StreamEnd, TextBlock, TextDelta, ToolCallDone, Usage
-from orchestrator.engine.retry import RetryPolicy
+from orchestrator.core.retry import RetryPolicy
 from orchestrator.engine.runner import Agent
 from orchestrator.providers.anthropic import Anthropic
 from orchestrator.providers.base import complete

@@ -7,12 +7,11 @@ import re
 from collections.abc import Callable
 from typing import Any, Literal, TypeVar
 
-import sqlite_utils
-
 from orchestrator.core.errors import OrchestratorError
 from orchestrator.core.prompts import render
 from orchestrator.memory import scan
 from orchestrator.store.db import Store, immediate
+from orchestrator.store.sqlite import sqlite_utils
 
 T = TypeVar("T")
 Target = Literal["profile", "notes"]

@@ -19,12 +19,12 @@ from urllib.parse import quote
 from uuid import uuid4
 
 import msgspec
-import sqlite_utils
 import trio
 
 from orchestrator.core.types import BLOCK_DECODER, ENCODER, Draft, Message
 from orchestrator.store import heal, schema
 from orchestrator.store.schema import UnusableDatabase
+from orchestrator.store.sqlite import sqlite_utils
 
 T = TypeVar("T")
 BUSY_WAIT_MS = 5000
