@@ -212,7 +212,7 @@ def _rooms(db: sqlite_utils.Database, where: str, ref: str | None = None) -> lis
 
 
 def _insert(db: sqlite_utils.Database, room_id: str, drafts: list[Draft]) -> list[Message]:
-    found = db.execute("SELECT last_seq, last_ts FROM rooms WHERE id = ?", [room_id]).fetchone()
+    found = db.conn.execute("SELECT last_seq, last_ts FROM rooms WHERE id = ?", [room_id]).fetchone()
     if found is None:
         raise KeyError(f"no room {room_id!r}")
     seq, ts = found
@@ -221,11 +221,11 @@ def _insert(db: sqlite_utils.Database, room_id: str, drafts: list[Draft]) -> lis
         now = time.time()
         seq, ts = seq + 1, now if now > ts else ts + 1e-6
         m = Message(id=uuid4().hex, room=room_id, seq=seq, ts=ts, **msgspec.structs.asdict(draft))
-        db.execute(_INSERT_MESSAGE, msgspec.structs.asdict(m) | {
+        db.conn.execute(_INSERT_MESSAGE, msgspec.structs.asdict(m) | {
             "blocks": _json(m.blocks), "visible_to": _json(m.visible_to), "replaces": _json(m.replaces)})
         messages.append(m)
     # Kept in the room row, so a seq freed by healing is never handed out again.
-    db.execute("UPDATE rooms SET last_seq = ?, last_ts = ? WHERE id = ?", [seq, ts, room_id])
+    db.conn.execute("UPDATE rooms SET last_seq = ?, last_ts = ? WHERE id = ?", [seq, ts, room_id])
     return messages
 
 
@@ -282,12 +282,13 @@ def immediate(db: sqlite_utils.Database) -> Iterator[None]:
 
     IMMEDIATE takes the write lock before our first read, so another process cannot commit
     between that read and our write (a deferred BEGIN fails there with "database is locked")."""
-    db.execute("BEGIN IMMEDIATE")
+    conn = db.conn  # not sqlite-utils' wrappers: this runs for every message
+    conn.execute("BEGIN IMMEDIATE")
     try:
         yield
-        db.commit()
+        conn.commit()
     except BaseException:
-        db.rollback()
+        conn.rollback()
         raise
 
 
