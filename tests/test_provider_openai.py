@@ -21,7 +21,7 @@ from hypothesis import strategies as st
 from orchestrator.core import errors as E
 from orchestrator.core.types import (
     ImageBlock, ModelMessage, Request, StreamEnd, TextBlock, TextDelta, ThinkingBlock, ThinkingDelta,
-    ToolCallBlock, ToolCallDone, ToolResultBlock, ToolSpec, Usage,
+    ToolCallBlock, ToolCallCut, ToolCallDone, ToolResultBlock, ToolSpec, Usage,
 )
 from orchestrator.providers.base import complete
 from orchestrator.providers.openai import ChunkParser, OpenAICompatible, build_body
@@ -203,7 +203,8 @@ async def test_finish_reason_on_the_last_content_chunk_and_role_in_every_delta(f
 async def test_length_and_content_filter_stop_reasons_and_a_call_cut_by_the_limit(fake):
     cut = sse(chunk({"content": "Writing"}), chunk(call(0, "call_1", "write_file", '{"path": "a", "text": "lo')),
               chunk({}, "length"), done=True)
-    assert await fake.events(Reply(chunks=cut)) == [TextDelta("Writing"), StreamEnd("max_tokens", Usage())]
+    assert await fake.events(Reply(chunks=cut)) == [TextDelta("Writing"), ToolCallCut(
+        "call_1", "write_file", '{"path": "a", "text": "lo'), StreamEnd("max_tokens", Usage())]
     filtered = sse(chunk({"content": "I"}), chunk({}, "content_filter"), done=True)
     assert await fake.events(Reply(chunks=filtered)) == [TextDelta("I"), StreamEnd("refusal", Usage())]
 

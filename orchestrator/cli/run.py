@@ -7,16 +7,22 @@ from __future__ import annotations
 import time
 from contextlib import AsyncExitStack
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from orchestrator.cli.transcript import Printer, json_out, reader_may_leave
 from orchestrator.core.errors import InputError
-from orchestrator.providers.registry import Registry, Resolver
-from orchestrator.scenario.loader import load_scenario
-from orchestrator.scenario.runner import run_scenario
+
+if TYPE_CHECKING:
+    from orchestrator.providers.registry import Resolver
+
+# The room, the scenario runner and the providers are imported by the commands, not by `orchestrator --help`.
 
 
 async def cmd_run(args) -> int:
+    from orchestrator.cli.transcript import Printer, json_out, reader_may_leave
+    from orchestrator.providers.registry import Registry
+    from orchestrator.scenario.loader import load_scenario
+    from orchestrator.scenario.runner import run_scenario
+
     scn = load_scenario(args.file)
     sink = reader_may_leave(json_out if args.json else Printer())
     real = [a.model for a in (scn.team.commander, *scn.team.agents) if a.model not in ("scripted", "")]
@@ -52,6 +58,9 @@ def _scenario_files(paths: list[str]) -> list[Path]:
 
 
 async def cmd_check(args) -> int:
+    from orchestrator.scenario.loader import load_scenario
+    from orchestrator.scenario.runner import run_scenario
+
     passed = failed = bad = 0
     names: dict[tuple[Path, str], Path] = {}
     for path in _scenario_files(args.paths):

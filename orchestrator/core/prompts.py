@@ -16,6 +16,7 @@ def _env() -> jinja2.Environment:
     return jinja2.Environment(
         loader=jinja2.FileSystemLoader(str(data_dir("prompts"))),
         undefined=jinja2.StrictUndefined, autoescape=False,
+        auto_reload=False,  # packaged templates do not change under a running process: no stat per render
         trim_blocks=True, lstrip_blocks=True, keep_trailing_newline=False,
     )
 

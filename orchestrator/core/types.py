@@ -125,6 +125,17 @@ class ToolCallDone(Struct, tag="tool_call", frozen=True):
     input: dict[str, Any]
 
 
+class ToolCallCut(Struct, tag="tool_call_cut", frozen=True):
+    """A tool call that the output limit cut off inside its arguments: it is never run.
+
+    `partial` is the argument text that arrived, so the model can be shown what it lost.
+    """
+
+    id: str
+    name: str
+    partial: str
+
+
 StopReason = Literal["end_turn", "tool_use", "max_tokens", "stop_sequence", "refusal"]
 
 
@@ -133,7 +144,7 @@ class StreamEnd(Struct, tag="end", frozen=True):
     usage: Usage = Usage()
 
 
-StreamEvent = Union[TextDelta, ThinkingDelta, ToolCallDone, StreamEnd]
+StreamEvent = Union[TextDelta, ThinkingDelta, ToolCallDone, ToolCallCut, StreamEnd]
 
 
 class ToolSpec(Struct, frozen=True):

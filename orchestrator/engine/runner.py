@@ -6,6 +6,7 @@ and whoever drives it decides who may see what. `run` is the non-streaming entry
 from __future__ import annotations
 
 import time
+from functools import lru_cache
 from contextlib import aclosing
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -71,6 +72,11 @@ class Agent:
         return self.budget or self.window - min(16_000, self.window // 5)
 
 
+# A member's system prompt is the same turn after turn until its inputs change (roster, floor, ledger,
+# memory): estimated once per distinct text, not once per turn.
+_system_tokens = lru_cache(maxsize=256)(estimate)
+
+
 def _draft(agent: Agent, kind: MessageKind, blocks: list[Block], provider: str = "", model: str = "") -> Draft:
     return Draft(author=agent.name, kind=kind, blocks=blocks, visible_to=[agent.name], provider=provider, model=model)
 
@@ -85,7 +91,7 @@ async def run_turn(agent: Agent, partition: Partition, commit: Commit,
     guard = LoopGuard()
     usage = Usage()
     specs = agent.tools.specs()
-    fixed = estimate(agent.system) + sum(estimate(str(s.input_schema)) + estimate(s.description) for s in specs)
+    fixed = _system_tokens(agent.system) + agent.tools.spec_tokens()
     while True:
         if meter:
             meter.on_call(agent.name)
@@ -138,9 +144,11 @@ async def run_turn(agent: Agent, partition: Partition, commit: Commit,
                        result=block_text(response.blocks), input_tokens=usage.input,
                        output_tokens=usage.output, cached_tokens=usage.cached)
             return
-        verdicts = [guard.see(c.name, c.input) for c in calls]
+        # A call cut off by the output limit is answered with an error and never run (its arguments are
+        # incomplete); the turn then ends, since asking again would most likely be cut again.
+        verdicts = ["cut" if c.id in response.cut else guard.see(c.name, c.input) for c in calls]
         ended: list[str] = []
-        async with aclosing(_run_calls(agent, calls, verdicts, commit, ended)) as round_events:
+        async with aclosing(_run_calls(agent, calls, verdicts, commit, ended, response.cut)) as round_events:
             async for ev in round_events:
                 yield ev
         if "nudge" in verdicts:
@@ -150,22 +158,26 @@ async def run_turn(agent: Agent, partition: Partition, commit: Commit,
                        result=render("loop_stop.md.j2"), input_tokens=usage.input,
                        output_tokens=usage.output, cached_tokens=usage.cached)
             return
-        if ended:
-            yield Done(ts=time.time(), agent=agent.name, stop_reason=ended[0], result=block_text(response.blocks),
-                       input_tokens=usage.input, output_tokens=usage.output, cached_tokens=usage.cached)
+        if ended or "cut" in verdicts:
+            yield Done(ts=time.time(), agent=agent.name, stop_reason=ended[0] if ended else "max_tokens",
+                       result=block_text(response.blocks), input_tokens=usage.input, output_tokens=usage.output,
+                       cached_tokens=usage.cached)
             return
 
 
 async def _run_calls(agent: Agent, calls: list[ToolCallBlock], verdicts: list[str],
-                     commit: Commit, ended: list[str]) -> AsyncIterator[Event]:
-    """Execute, then commit results in declared order; on cancel, every open call gets a result."""
+                     commit: Commit, ended: list[str], cut: dict[str, str]) -> AsyncIterator[Event]:
+    """Execute, then commit results in declared order; on cancel, every open call gets a result.
+
+    Calls whose verdict is "stop" (the loop guard) or "cut" (incomplete arguments) are answered, not run.
+    """
     answered: set[str] = set()
     try:
         for group in groups(calls, agent.tools):
             batch = [calls[i] for i in group]
             for call in batch:
                 yield ToolStart(ts=time.time(), agent=agent.name, call_id=call.id, name=call.name, input=call.input)
-            runnable = [c for c, i in zip(batch, group) if verdicts[i] != "stop"]
+            runnable = [c for c, i in zip(batch, group) if verdicts[i] not in ("stop", "cut")]
             siblings = tuple(calls)
             done = {r.call_id: (r, end) for r, end in
                     await execute_group(runnable, agent.tools, agent.name, agent.session, siblings)}
@@ -173,7 +185,8 @@ async def _run_calls(agent: Agent, calls: list[ToolCallBlock], verdicts: list[st
                 result, end = done.get(call.id, (None, None))
                 if end:
                     ended.append(end)
-                result = result or ToolResultBlock(call.id, call.name, render("loop_stop.md.j2"), True)
+                result = result or (_cut_result(call, cut[call.id]) if call.id in cut else
+                                    ToolResultBlock(call.id, call.name, render("loop_stop.md.j2"), True))
                 await commit(_draft(agent, "tool_result", [result]))
                 answered.add(call.id)
                 yield ToolEnd(ts=time.time(), agent=agent.name, call_id=call.id, name=call.name,
@@ -185,6 +198,11 @@ async def _run_calls(agent: Agent, calls: list[ToolCallBlock], verdicts: list[st
                     await commit(_draft(agent, "tool_result", [
                         ToolResultBlock(call.id, call.name, CANCELLED, True)]))
         raise
+
+
+def _cut_result(call: ToolCallBlock, partial: str) -> ToolResultBlock:
+    head = " ".join(partial.split())[:160]
+    return ToolResultBlock(call.id, call.name, render("cut_call.md.j2", size=f"{len(partial):,}", head=head), True)
 
 
 async def run(agent: Agent, partition: Partition, commit: Commit, meter: Meter | None = None) -> Done:

@@ -4,11 +4,11 @@ Owns the OpenAI-compatible `/v1/embeddings` client (Ollama, vLLM…) and how a m
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Protocol
+from types import ModuleType
+from typing import TYPE_CHECKING, Protocol
 
 import httpx
 import msgspec
-import numpy as np
 import trio
 
 from orchestrator.core import errors as E
@@ -16,6 +16,9 @@ from orchestrator.core.errors import InputError
 from orchestrator.core.retry import RetryPolicy
 from orchestrator.providers import http
 from orchestrator.providers.config import Config
+
+if TYPE_CHECKING:
+    import numpy as np
 
 ENV_MODEL = "ORCHESTRATOR_EMBED_MODEL"  # PROVIDER/MODEL, until config.toml has an [embeddings] table
 
@@ -42,12 +45,23 @@ class _Reply(msgspec.Struct):
 _REPLY = msgspec.json.Decoder(_Reply)
 
 
+def numpy() -> ModuleType:
+    """numpy, imported when vectors are first used: nothing else needs it (the `vectors` extra)."""
+    try:
+        import numpy
+    except ImportError:
+        raise InputError("vectors need numpy, which is not installed: pip install 'orchestrator[vectors]', "
+                         "or search the full text only") from None
+    return numpy
+
+
 class HttpEmbedder:
     """POST {base_url}/embeddings in batches; retries what is retryable (rate limits, 5xx, dropped connections)."""
 
     def __init__(self, *, base_url: str, model: str, api_key: str | None = None, name: str | None = None,
                  headers: dict[str, str] | None = None, batch: int = 64, dimensions: int | None = None,
                  client: httpx.AsyncClient | None = None, retry: RetryPolicy = RetryPolicy(attempts=4)):
+        numpy()  # a missing extra is said when the embedder is made, not at the first document
         self.base_url = base_url.rstrip("/")
         self.model = name or model  # `provider/model` when built from the config, so another provider's copy differs
         self._wire_model = model
@@ -73,6 +87,7 @@ class HttpEmbedder:
                 await self._client.aclose()
 
     async def embed(self, texts: Sequence[str]) -> np.ndarray:
+        np = numpy()
         rows: list[np.ndarray] = []
         for start in range(0, len(texts), self._batch):
             rows.append(await self._with_retry(list(texts[start:start + self._batch])))
@@ -119,6 +134,7 @@ class HttpEmbedder:
         if len(widths) != 1 or 0 in widths:
             raise E.ProtocolError(f"{self.model}: embeddings of widths {sorted(widths)} in one reply",
                                   provider=self.model)
+        np = numpy()
         out = np.array([it.embedding for it in items], dtype=np.float32)
         if not np.isfinite(out).all():
             raise E.ProtocolError(f"{self.model}: the reply holds NaN or infinite values", provider=self.model)

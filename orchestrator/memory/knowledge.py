@@ -10,17 +10,19 @@ import time
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
 from pathlib import PurePath
-from typing import Any, Literal, Protocol
+from typing import TYPE_CHECKING, Any, Literal, Protocol
 
 import msgspec
-import numpy as np
-import sqlite_utils
 import structlog
 import trio
 
 from orchestrator.core.errors import InputError, ProviderError
-from orchestrator.memory.embeddings import Embedder
+from orchestrator.memory.embeddings import Embedder, numpy
 from orchestrator.store.db import Store, immediate
+from orchestrator.store.sqlite import sqlite_utils
+
+if TYPE_CHECKING:
+    import numpy as np
 
 log = structlog.get_logger(__name__)
 
@@ -191,6 +193,7 @@ def rrf(passes: Sequence[tuple[float, Sequence[int]]], k: int) -> dict[int, floa
 
 
 def _unit(rows: np.ndarray) -> np.ndarray:
+    np = numpy()
     rows = np.asarray(rows, dtype=np.float32)
     norms = np.linalg.norm(rows, axis=1, keepdims=True)
     return rows / np.where(norms == 0, 1, norms)  # a zero vector stays zero: similar to nothing
@@ -206,6 +209,7 @@ class _Matrix:
 def _nearest(m: _Matrix, q: np.ndarray, depth: int, floor: float) -> list[tuple[int, float]]:
     # einsum, not `@`: OpenBLAS's threaded gemv was slower here (30 vs 20 ms at 100k x 768) and, on a busy
     # machine, its spinning threads turned 1 ms searches into 10-40 ms ones; einsum stays on this one thread.
+    np = numpy()
     sims = np.einsum("ij,j->i", m.rows, q)
     n = min(depth, len(sims))
     top = np.argpartition(-sims, n - 1)[:n]
@@ -325,6 +329,7 @@ def _passes(db: sqlite_utils.Database, fts: str | None, depth: int, model: str |
         return ids, None
     rows = db.execute("SELECT chunk, vector FROM kb_vectors WHERE model = ? AND length(vector) = ? ORDER BY chunk",
                       [model, width * 4]).fetchall()
+    np = numpy()
     matrix = np.frombuffer(b"".join(r[1] for r in rows), dtype=np.float32).reshape(len(rows), width)
     return ids, _Matrix(key, np.array([r[0] for r in rows], dtype=np.int64), matrix)
 

@@ -7,12 +7,11 @@ import re
 from collections.abc import Callable
 from typing import Any, Literal, TypeVar
 
-import sqlite_utils
-
 from orchestrator.core.errors import OrchestratorError
 from orchestrator.core.prompts import render
 from orchestrator.memory import scan
 from orchestrator.store.db import Store, immediate
+from orchestrator.store.sqlite import sqlite_utils
 
 T = TypeVar("T")
 Target = Literal["profile", "notes"]
@@ -37,6 +36,7 @@ class Memory:
         self._store = store
         self.caps: dict[Target, int] = {"profile": profile_cap, "notes": notes_cap}
         self._ready = False
+        self._shown: tuple[tuple[tuple[str, ...], ...] | None, str] = (None, "")
 
     async def entries(self, target: Target) -> list[str]:
         return [text for _, text in await self._call(_rows, _known(target))]
@@ -72,7 +72,14 @@ class Memory:
 
     async def snapshot(self) -> str:
         """The memory block of a system prompt, or "" when both parts are empty."""
-        parts = await self._call(_parts)
+        # Read every turn (another process may have changed it), rendered only when it did change.
+        parts = await self._call(_parts, small=True)
+        key = tuple(tuple(entries) for entries in parts.values())
+        if key != self._shown[0]:
+            self._shown = key, self._render(parts)
+        return self._shown[1]
+
+    def _render(self, parts: dict[Target, list[str]]) -> str:
         if not any(parts.values()):
             return ""
         return render("memory.md.j2", parts=[
@@ -87,11 +94,11 @@ class Memory:
             raise _full(target, 0, self.caps[target], len(text))
         _scanned(text)
 
-    async def _call(self, fn: Callable[..., T], *args: Any) -> T:
+    async def _call(self, fn: Callable[..., T], *args: Any, small: bool = False) -> T:
         if not self._ready:
             await self._store.call(_create)
             self._ready = True
-        return await self._store.call(fn, *args)
+        return await self._store.call(fn, *args, small=small)
 
 
 # --- text ---------------------------------------------------------------------------------

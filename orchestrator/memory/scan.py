@@ -7,6 +7,7 @@ from __future__ import annotations
 import re
 import unicodedata
 from dataclasses import dataclass
+from functools import cache
 
 INJECTION = "prompt-injection"
 SECRETS = "secret-request"
@@ -245,13 +246,13 @@ def _negated(words_before: str) -> bool:
 class _Rule:
     kind: str
     reason: str
-    patterns: tuple[tuple[str, re.Pattern], ...]  # (view name, compiled)
+    patterns: tuple[tuple[str, str, int], ...]  # (view name, regex, flags): compiled on first use
     negatable: bool
 
     def hit(self, views: _Views) -> bool:
-        for view, pattern in self.patterns:
+        for view, source, flags in self.patterns:
             text = getattr(views, view)
-            for m in pattern.finditer(text):
+            for m in _compiled(source, flags).finditer(text):
                 if not self.negatable or not any(map(_negated, self._words_before(views, view, text, m.start()))):
                     return True
         return False
@@ -275,13 +276,19 @@ def _phrase(kind: str, reason: str, source: str, *, bounded: bool = True, negata
     body = _fold_pattern(source)
     words = rf"(?<!\S)(?:{body})(?!\S)" if bounded else body
     compact = re.sub(r" \??", "", body)  # an optional gap " ?" must not leave its "?" behind
-    return _Rule(kind, reason, (("words", re.compile(words)), ("compact", re.compile(compact))), negatable)
+    return _Rule(kind, reason, (("words", words, 0), ("compact", compact, 0)), negatable)
 
 
 def _markup(kind: str, reason: str, source: str, *, negatable: bool = False) -> _Rule:
     """A rule over the folded text, punctuation kept (markup, headers, paths, URLs)."""
-    pattern = re.compile(_fold_markup(source), re.MULTILINE)
-    return _Rule(kind, reason, (("folded", pattern), ("leet", pattern)), negatable)
+    pattern = _fold_markup(source)
+    return _Rule(kind, reason, (("folded", pattern, re.MULTILINE), ("leet", pattern, re.MULTILINE)), negatable)
+
+
+@cache
+def _compiled(source: str, flags: int) -> re.Pattern:
+    # Compiling every rule takes ~50 ms: paid at the first scan, not by every command that imports this module.
+    return re.compile(source, flags)
 
 
 def _alt(*words: str) -> str:

@@ -12,7 +12,7 @@ from msgspec import Struct
 from orchestrator.core import errors as E
 from orchestrator.core.types import (
     Block, ImageBlock, Request, StopReason, StreamEnd, StreamEvent, TextBlock, TextDelta, ThinkingBlock, ThinkingDelta,
-    ToolCallBlock, ToolCallDone, ToolResultBlock, Usage,
+    ToolCallBlock, ToolCallCut, ToolCallDone, ToolResultBlock, Usage,
 )
 from orchestrator.providers import http
 from orchestrator.providers.base import thinking_for
@@ -226,6 +226,7 @@ class StreamParser:
         self.done = False
         self._secrets = list(secrets)
         self._blocks: dict[int, _Open] = {}
+        self._unreadable: list[_Open] = []  # tool calls whose JSON did not parse: cut off, or broken
         self._usage: dict[str, int] = {}
         self._stop: str | None = None
         self._handlers = {
@@ -306,13 +307,12 @@ class StreamParser:
             return [ThinkingDelta("", block.signature)]  # the Assembler attaches it to the thinking so far
         if block.type != "tool_use":
             return []
-        raw = "".join(block.json)
-        try:
-            args = msgspec.json.decode(raw) if raw.strip() else {}
-        except msgspec.DecodeError:
-            raise self._protocol(f"tool call {block.name!r} has invalid JSON arguments: {raw[:200]!r}") from None
-        if not isinstance(args, dict):
-            raise self._protocol(f"tool call {block.name!r} arguments are not a JSON object: {raw[:200]!r}")
+        args = _arguments(block)
+        if args is None:
+            # Whether the output limit cut it (max_tokens) or the server broke it is known only from the
+            # stop reason, which comes later in message_delta.
+            self._unreadable.append(block)
+            return []
         return [ToolCallDone(block.id, block.name, args)]
 
     def _message_delta(self, data: dict) -> list[StreamEvent]:
@@ -326,15 +326,66 @@ class StreamParser:
         if self._stop == "model_context_window_exceeded":
             raise E.ContextOverflowError("the output reached the model's context window "
                                          "(stop_reason model_context_window_exceeded)", provider=self.provider)
+        # A tool_use block still open at the end lost its stop event; its arguments may still be whole.
+        cut: list[StreamEvent] = []
+        for block in self._unreadable + [b for b in self._blocks.values() if b.type == "tool_use"]:
+            raw = "".join(block.json)
+            if (args := _arguments(block)) is not None:
+                cut.append(ToolCallDone(block.id, block.name, args))
+            elif self._stop == "max_tokens":  # the output limit, not the server: the model sees what it lost
+                cut.append(ToolCallCut(block.id, block.name, raw))
+            else:
+                raise self._protocol(f"tool call {block.name!r} has invalid JSON arguments: {raw[:200]!r}")
         u = self._usage
         cached = u.get("cache_read_input_tokens", 0)
         usage = Usage(input=u.get("input_tokens", 0) + u.get("cache_creation_input_tokens", 0) + cached,
                       output=u.get("output_tokens", 0), cached=cached)
-        return [StreamEnd(_STOP_REASONS.get(self._stop or "", "end_turn"), usage)]
+        return cut + [StreamEnd(_STOP_REASONS.get(self._stop or "", "end_turn"), usage)]
 
     def _error(self, data: dict) -> list[StreamEvent]:
         err = msgspec.convert(data, _ErrorEnvelope).error
         raise classify(msgspec.structs.replace(err, message=http.redact(err.message, self._secrets)), self.provider)
+
+
+def _arguments(block: _Open) -> dict[str, Any] | None:
+    """The call's arguments, or None when the JSON is unreadable or not an object."""
+    raw = "".join(block.json)
+    if not raw.strip():
+        return {}
+    try:
+        args = msgspec.json.decode(raw)
+    except (msgspec.DecodeError, RecursionError):
+        return None
+    return args if isinstance(args, dict) else None
+
+
+def whole_message(payload: Any) -> list[SSE]:
+    """The events a stream of this complete Message (or error body) would have had."""
+    def event(kind: str, **data: Any) -> SSE:
+        return SSE(kind, msgspec.json.encode({"type": kind, **data}).decode())
+
+    if not isinstance(payload, dict) or payload.get("type") == "error" or "error" in payload:
+        return [SSE("error", msgspec.json.encode(payload).decode())]
+    content = payload.get("content")
+    if not isinstance(content, list):
+        raise ValueError("a complete JSON reply that is neither a message nor an error")
+    usage = payload.get("usage") or {}
+    events = [event("message_start", message={**payload, "content": [], "usage": usage})]
+    for i, block in enumerate(content):
+        kind = block.get("type") if isinstance(block, dict) else None
+        if kind == "tool_use":
+            events += [event("content_block_start", index=i, content_block={**block, "input": {}}),
+                       event("content_block_delta", index=i, delta={
+                           "type": "input_json_delta", "partial_json": msgspec.json.encode(block.get("input")).decode()})]
+        elif kind == "thinking":
+            events += [event("content_block_start", index=i, content_block=block),
+                       event("content_block_delta", index=i,
+                             delta={"type": "signature_delta", "signature": block.get("signature", "")})]
+        elif kind is not None:
+            events.append(event("content_block_start", index=i, content_block=block))
+        events.append(event("content_block_stop", index=i))
+    return events + [event("message_delta", delta={"stop_reason": payload.get("stop_reason")}, usage=usage),
+                     event("message_stop")]
 
 
 # --- provider ---------------------------------------------------------------------------
@@ -360,7 +411,7 @@ class Anthropic:
         parser = StreamParser(self.id, [self._key])
         try:
             async with http.post_events(self._client, f"{self._base}/v1/messages", body, self._headers,
-                                        self._http_error) as events:
+                                        self._http_error, whole_message, self.id) as events:
                 async for sse in events:
                     for ev in parser.feed(sse):
                         yield ev

@@ -11,7 +11,7 @@ from msgspec import Struct, field
 
 from orchestrator.core.types import (
     Block, ModelMessage, Request, StreamEnd, StreamEvent, TextBlock, TextDelta, ThinkingBlock, ThinkingDelta,
-    ToolCallBlock, ToolCallDone, Usage,
+    ToolCallBlock, ToolCallCut, ToolCallDone, Usage,
 )
 
 
@@ -27,6 +27,7 @@ class Response(Struct, kw_only=True):
     blocks: list[Block] = field(default_factory=list)
     stop_reason: str = "end_turn"
     usage: Usage = Usage()
+    cut: dict[str, str] = field(default_factory=dict)  # call id -> the arguments that arrived (ToolCallCut)
 
     @property
     def calls(self) -> list[ToolCallBlock]:
@@ -58,6 +59,12 @@ class Assembler:
         elif isinstance(ev, ToolCallDone):
             self._flush()
             self.response.blocks.append(ToolCallBlock(ev.id, ev.name, ev.input))
+        elif isinstance(ev, ToolCallCut):
+            # Kept as a call with no arguments, so the stored reply and the error result that answers
+            # it pair up like any other call.
+            self._flush()
+            self.response.blocks.append(ToolCallBlock(ev.id, ev.name, {}))
+            self.response.cut[ev.id] = ev.partial
         elif isinstance(ev, StreamEnd):
             self._flush()
             self.response.stop_reason = ev.stop_reason

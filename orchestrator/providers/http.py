@@ -131,15 +131,39 @@ async def sse_events(resp: httpx.Response) -> AsyncIterator[AsyncIterator[SSE]]:
                 pass
 
 
+async def _replayed(events: list[SSE]) -> AsyncIterator[SSE]:
+    for ev in events:
+        yield ev
+
+
 @asynccontextmanager
 async def post_events(client: httpx.AsyncClient, url: str, body: dict[str, Any], headers: dict[str, str],
-                      error: Callable[[httpx.Response], E.ProviderError]) -> AsyncIterator[AsyncIterator[SSE]]:
+                      error: Callable[[httpx.Response], E.ProviderError],
+                      whole: Callable[[Any], list[SSE]], provider: str) -> AsyncIterator[AsyncIterator[SSE]]:
     """POST a JSON body and read its answer as SSE events; a non-2xx answer is read whole and
-    raised as the vendor classifies it (`error`)."""
+    raised as the vendor classifies it (`error`).
+
+    A gateway may ignore `stream: true` and answer with the complete JSON message (LiteLLM's
+    Anthropic route does): by its content type it is read whole, and `whole` turns it into the
+    events its stream would have had, so the vendor's one parser handles both.
+    """
     async with client.stream("POST", url, content=encode(body), headers=headers) as resp:
         if not resp.is_success:
             await resp.aread()
             raise error(resp)
+        if resp.headers.get("content-type", "").split(";")[0].strip().lower() == "application/json":
+            content = await resp.aread()
+            try:
+                payload = msgspec.json.decode(content)
+            except (msgspec.DecodeError, RecursionError):
+                raise E.ProtocolError(f"the reply says it is JSON but is not ({len(content)} bytes)",
+                                      provider=provider) from None
+            try:
+                replayed = whole(payload)
+            except ValueError as exc:
+                raise E.ProtocolError(str(exc), provider=provider) from None
+            async with aclosing(_replayed(replayed)) as events:
+                yield events
+            return
         async with sse_events(resp) as events:
             yield events
-

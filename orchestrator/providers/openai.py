@@ -14,7 +14,7 @@ from msgspec import Struct, field
 from orchestrator.core import errors as E
 from orchestrator.core.types import (
     ImageBlock, ModelMessage, Request, StopReason, StreamEnd, StreamEvent, TextBlock, TextDelta, ThinkingDelta,
-    ToolCallBlock, ToolCallDone, ToolResultBlock, Usage,
+    ToolCallBlock, ToolCallCut, ToolCallDone, ToolResultBlock, Usage,
 )
 from orchestrator.providers import http
 from orchestrator.providers.base import thinking_for
@@ -291,10 +291,13 @@ class ChunkParser:
             call = self._calls[index]
             if not call.name:
                 raise self._protocol(f"tool call #{index} arrived without a name")
+            call_id = call.id or f"call_{_random.token_hex(12)}"
             args = self._arguments(call)
-            if args is not None:
-                events.append(ToolCallDone(call.id or f"call_{_random.token_hex(12)}", call.name, args))
-        calls = any(isinstance(e, ToolCallDone) for e in events)
+            # Cut by the token limit: the same request would cut it again, so it is never run; the model
+            # is shown what arrived instead.
+            events.append(ToolCallDone(call_id, call.name, args) if args is not None else
+                          ToolCallCut(call_id, call.name, "".join(call.arguments)))
+        calls = any(isinstance(e, (ToolCallDone, ToolCallCut)) for e in events)
         # Ollama reports `stop` even when it called tools.
         stop: StopReason = _STOP.get(self.finish_reason) or ("tool_use" if calls else "end_turn")
         return events + [StreamEnd(stop, self.usage)]
@@ -322,7 +325,7 @@ class ChunkParser:
         if isinstance(args, dict):
             return args
         if self.finish_reason == "length" and args is _INVALID:
-            return None  # cut by the token limit: the same request would cut it again, so the call is dropped
+            return None
         raise self._protocol(f"the arguments of tool call {call.name!r} are not a JSON object: {text[:200]!r}")
 
     def _error(self, payload: Any, text: str) -> E.ProviderError:
@@ -330,6 +333,34 @@ class ChunkParser:
 
     def _protocol(self, message: str) -> E.ProviderError:
         return E.ProtocolError(http.redact(message, self.keys), provider=self.provider)
+
+
+def whole_completion(payload: Any) -> list[SSE]:
+    """The events a stream of this complete chat.completion (or error body) would have had: one chunk
+    holding every choice's message as its delta, then [DONE]."""
+    if not isinstance(payload, dict):
+        raise ValueError("a complete JSON reply that is not a JSON object")
+    if payload.get("error") is not None or payload.get("object") == "error":
+        return [SSE("message", msgspec.json.encode(payload).decode())]
+    choices = payload.get("choices")
+    if not isinstance(choices, list):
+        raise ValueError("a complete JSON reply that is neither a chat completion nor an error")
+    deltas = []
+    for choice in choices:
+        message = choice.get("message") if isinstance(choice, dict) else None
+        if not isinstance(message, dict):
+            raise ValueError("a chat completion choice without a message")
+        calls = []
+        for i, call in enumerate(message.get("tool_calls") or []):
+            function = dict(call.get("function") or {}) if isinstance(call, dict) else {}
+            if not isinstance(function.get("arguments", ""), str):  # some servers send the object itself
+                function["arguments"] = msgspec.json.encode(function["arguments"]).decode()
+            calls.append({"index": i, "id": call.get("id") if isinstance(call, dict) else None, "function": function})
+        delta = {k: message.get(k) for k in ("content", "reasoning", "reasoning_content")}
+        deltas.append({"index": choice.get("index", 0), "finish_reason": choice.get("finish_reason"),
+                       "delta": {**delta, "tool_calls": calls or None}})
+    chunk = {"choices": deltas, "usage": payload.get("usage")}
+    return [SSE("message", msgspec.json.encode(chunk).decode()), SSE("message", "[DONE]")]
 
 
 # --- the provider --------------------------------------------------------------------------
@@ -355,7 +386,7 @@ class OpenAICompatible:
         parser = ChunkParser(self.id, self._keys)
         try:
             async with http.post_events(self._client, f"{self.base_url}/chat/completions", body, self._headers,
-                                        self._http_error) as events:
+                                        self._http_error, whole_completion, self.id) as events:
                 async for sse in events:
                     for ev in parser.feed(sse):
                         yield ev

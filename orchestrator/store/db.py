@@ -1,6 +1,10 @@
 """The crash-safe session store (S1): rooms, their messages and tasks in one SQLite file (WAL).
 
-Every call runs in a worker thread behind a one-slot limiter; the store assigns ids, seqs and timestamps.
+Small reads and writes (one room's row, tasks, an append) run on the event loop: with WAL and
+synchronous=NORMAL a commit takes tens of microseconds, less than a hop to a thread. Loading, healing,
+listing and other owners' calls run in a worker thread. Both share one connection behind a one-slot
+limiter. The store assigns ids, seqs and timestamps.
+A read-only store opens the file read-only and heals a room in memory for display (schema.py checks the file).
 """
 from __future__ import annotations
 
@@ -9,17 +13,21 @@ import sqlite3
 import time
 from collections.abc import Callable, Iterator
 from os import PathLike
+from pathlib import Path
 from typing import Any, TypeVar
+from urllib.parse import quote
 from uuid import uuid4
 
 import msgspec
-import sqlite_utils
 import trio
 
 from orchestrator.core.types import BLOCK_DECODER, ENCODER, Draft, Message
-from orchestrator.store import heal
+from orchestrator.store import heal, schema
+from orchestrator.store.schema import UnusableDatabase
+from orchestrator.store.sqlite import sqlite_utils
 
 T = TypeVar("T")
+BUSY_WAIT_MS = 5000
 
 _STRINGS = msgspec.json.Decoder(list[str])
 _OBJECT = msgspec.json.Decoder(dict)
@@ -58,25 +66,30 @@ _UPSERT_TASK = "INSERT INTO tasks ({}) VALUES ({}) ON CONFLICT (id) DO UPDATE SE
 
 
 class Store:
-    def __init__(self, db: sqlite_utils.Database):
+    def __init__(self, db: sqlite_utils.Database, *, name: str = ":memory:", readonly: bool = False):
         self._db = db
-        # One connection shared by worker threads: the limiter is what keeps them from overlapping.
+        self.name = name  # the path, in every error about the file
+        self.readonly = readonly
+        # One connection shared by the event loop and worker threads: the limiter keeps them from overlapping.
         self._limiter = trio.CapacityLimiter(1)
 
     @classmethod
-    async def open(cls, path: str | PathLike[str]) -> Store:
-        return cls(await trio.to_thread.run_sync(_connect, str(path)))
+    async def open(cls, path: str | PathLike[str], *, readonly: bool = False) -> Store:
+        """Open (creating or migrating it) the store at `path`; raises UnusableDatabase for a path that is
+        not a usable store. `readonly` never writes: not even a migration or a healing."""
+        name = str(path)
+        return cls(await trio.to_thread.run_sync(_connect, name, readonly), name=name, readonly=readonly)
 
     async def close(self) -> None:
         # Shielded so that `finally: await store.close()` still closes inside a cancelled scope.
         with trio.CancelScope(shield=True):
-            await self._run(self._db.close)
+            await trio.to_thread.run_sync(self._db.close, limiter=self._limiter)
 
     async def create_room(self, name: str, *, floor: str = "commander",
                           meta: dict | None = None) -> RoomRecord:
         room = RoomRecord(id=uuid4().hex[:12], name=name, floor=floor, created=time.time(),
                           meta=meta or {})
-        await self._run(self._db.execute,
+        await self._now(self._db.execute,
                         "INSERT INTO rooms (id, name, floor, created, meta, last_seq, last_ts) "
                         "VALUES (?, ?, ?, ?, ?, 0, 0)",
                         [room.id, room.name, room.floor, room.created, _json(room.meta)])
@@ -85,23 +98,23 @@ class Store:
     async def room(self, ref: str) -> RoomRecord | None:
         """By exact id, else by an id prefix that only one room has, else the newest room named `ref`."""
         def find() -> RoomRecord | None:
-            if found := self._rooms("WHERE r.id = :ref", ref):
+            if found := _rooms(self._db, "WHERE r.id = :ref", ref):
                 return found[0]
-            if len(found := self._rooms("WHERE :ref != '' AND instr(r.id, :ref) = 1", ref)) == 1:
+            if len(found := _rooms(self._db, "WHERE :ref != '' AND instr(r.id, :ref) = 1", ref)) == 1:
                 return found[0]
-            named = self._rooms("WHERE r.name = :ref", ref)
+            named = _rooms(self._db, "WHERE r.name = :ref", ref)
             return named[-1] if named else None
 
-        return await self._run(find)
+        return await self._now(find)
 
     async def rooms(self) -> list[RoomRecord]:
-        return await self._run(self._rooms, "")
+        return await self._run(_rooms, self._db, "")
 
     async def set_meta(self, room_id: str, meta: dict) -> None:
-        await self._run(self._set_room, room_id, "meta", _json(meta))
+        await self._now(self._set_room, room_id, "meta", _json(meta))
 
     async def set_floor(self, room_id: str, owner: str) -> None:
-        await self._run(self._set_room, room_id, "floor", owner)
+        await self._now(self._set_room, room_id, "floor", owner)
 
     async def append(self, room_id: str, draft: Draft) -> Message:
         return (await self.append_many(room_id, [draft]))[0]
@@ -109,92 +122,158 @@ class Store:
     async def append_many(self, room_id: str, drafts: list[Draft]) -> list[Message]:
         def insert() -> list[Message]:
             with immediate(self._db):
-                return self._insert(room_id, drafts)
+                return _insert(self._db, room_id, drafts)
 
-        return await self._run(insert)
+        return await self._now(insert)
 
     async def put_task(self, task: TaskRecord) -> None:
         """Insert or update by id; the first `created` is kept, `updated` is now."""
         now = time.time()
         row = msgspec.structs.asdict(task) | {"created": task.created or now, "updated": now}
-        await self._run(self._db.execute, _UPSERT_TASK, row)
+        await self._now(self._db.execute, _UPSERT_TASK, row)
 
     async def tasks(self, room_id: str) -> list[TaskRecord]:
         def select() -> list[TaskRecord]:
             rows = self._db.query("SELECT * FROM tasks WHERE room = ? ORDER BY created, rowid", [room_id])
             return [msgspec.convert(row, TaskRecord, strict=False) for row in rows]
 
-        return await self._run(select)
+        return await self._now(select)
 
     async def load(self, room_id: str) -> list[Message]:
-        """Heal the room's history (S2) in one transaction, then return it in seq order."""
-        def heal_and_read() -> list[Message]:
-            with immediate(self._db):
-                messages = self._messages(room_id)
-                # Synthesized results are appended last and may sit before a sibling's result;
-                # the second round only reorders those.
-                for _ in range(2):
-                    fix = heal.plan(messages)
-                    if fix.empty():
-                        break
-                    self._apply(room_id, fix)
-                    messages = self._messages(room_id)
-                return messages
+        """Heal the room's history (S2) in one transaction, then return it in seq order.
 
-        return await self._run(heal_and_read)
+        A read-only store heals a copy of the room in memory: the file is only read.
+        """
+        if self.readonly:
+            return await self._run(_healed_copy, self._db, room_id)
+        return await self._run(_heal, self._db, room_id)
 
-    async def call(self, fn: Callable[..., T], *args: Any) -> T:
-        """Run `fn(db, *args)` on the store's connection, in its thread, one at a time.
+    async def call(self, fn: Callable[..., T], *args: Any, small: bool = False) -> T:
+        """Run `fn(db, *args)` on the store's connection, in its thread, one at a time; `small` (a read or
+        write bounded by a cap, such as the memory) runs on the event loop instead, like an append.
 
         For the other owners of tables in this file (memory, knowledge base): one connection,
         one writer, so their commits are ordered with the room's.
         """
-        return await self._run(fn, self._db, *args)
+        return await (self._now if small else self._run)(fn, self._db, *args)
 
-    # --- run in the worker thread, under the limiter ----------------------------------------
+    # --- under the limiter: on the event loop, or in the worker thread ------------------------
+
+    async def _now(self, fn: Callable[..., T], *args: Any) -> T:
+        """Run a small call on the event loop. The loop never waits for another process's write lock
+        (busy_timeout is 0 here): a busy file sends the call to the thread, which waits as long as it must."""
+        if self.readonly:
+            return await self._run(fn, *args)
+        await trio.lowlevel.checkpoint_if_cancelled()
+        try:
+            self._limiter.acquire_nowait()
+        except trio.WouldBlock:
+            await self._limiter.acquire()
+        try:
+            with self._damage():
+                return fn(*args)
+        except sqlite3.OperationalError as exc:
+            if exc.sqlite_errorcode & 0xFF not in (sqlite3.SQLITE_BUSY, sqlite3.SQLITE_LOCKED):
+                raise
+        finally:
+            self._limiter.release()
+        return await self._run(fn, *args)
 
     async def _run(self, fn: Callable[..., T], *args: Any) -> T:
-        return await trio.to_thread.run_sync(fn, *args, limiter=self._limiter)
+        with self._damage():
+            return await trio.to_thread.run_sync(_patiently, self._db, fn, *args, limiter=self._limiter)
 
-    def _rooms(self, where: str, ref: str | None = None) -> list[RoomRecord]:
-        rows = self._db.query(_ROOMS.format(where=where), {"ref": ref})
-        return [msgspec.convert(r | {"meta": _OBJECT.decode(r["meta"])}, RoomRecord) for r in rows]
+    @contextlib.contextmanager
+    def _damage(self) -> Iterator[None]:
+        try:
+            yield
+        except sqlite3.Error as exc:
+            if (unusable := schema.damage(exc, self.name)) is not None:
+                raise unusable from exc
+            raise
 
     def _set_room(self, room_id: str, column: str, value: str) -> None:
         if not self._db.execute(f"UPDATE rooms SET {column} = ? WHERE id = ?", [value, room_id]).rowcount:
             raise KeyError(f"no room {room_id!r}")
 
-    def _insert(self, room_id: str, drafts: list[Draft]) -> list[Message]:
-        found = self._db.execute("SELECT last_seq, last_ts FROM rooms WHERE id = ?", [room_id]).fetchone()
-        if found is None:
-            raise KeyError(f"no room {room_id!r}")
-        seq, ts = found
-        messages = []
-        for draft in drafts:
-            now = time.time()
-            seq, ts = seq + 1, now if now > ts else ts + 1e-6
-            m = Message(id=uuid4().hex, room=room_id, seq=seq, ts=ts, **msgspec.structs.asdict(draft))
-            self._db.execute(_INSERT_MESSAGE, msgspec.structs.asdict(m) | {
-                "blocks": _json(m.blocks), "visible_to": _json(m.visible_to), "replaces": _json(m.replaces)})
-            messages.append(m)
-        # Kept in the room row, so a seq freed by healing is never handed out again.
-        self._db.execute("UPDATE rooms SET last_seq = ?, last_ts = ? WHERE id = ?", [seq, ts, room_id])
+
+def _patiently(db: sqlite_utils.Database, fn: Callable[..., T], *args: Any) -> T:
+    """In the worker thread a busy file is waited for (5 s, sqlite3's default); on the loop it is not."""
+    db.conn.execute(f"PRAGMA busy_timeout = {BUSY_WAIT_MS}")
+    try:
+        return fn(*args)
+    finally:
+        db.conn.execute("PRAGMA busy_timeout = 0")
+
+
+def _rooms(db: sqlite_utils.Database, where: str, ref: str | None = None) -> list[RoomRecord]:
+    rows = db.query(_ROOMS.format(where=where), {"ref": ref})
+    return [msgspec.convert(r | {"meta": _OBJECT.decode(r["meta"])}, RoomRecord) for r in rows]
+
+
+def _insert(db: sqlite_utils.Database, room_id: str, drafts: list[Draft]) -> list[Message]:
+    found = db.conn.execute("SELECT last_seq, last_ts FROM rooms WHERE id = ?", [room_id]).fetchone()
+    if found is None:
+        raise KeyError(f"no room {room_id!r}")
+    seq, ts = found
+    messages = []
+    for draft in drafts:
+        now = time.time()
+        seq, ts = seq + 1, now if now > ts else ts + 1e-6
+        m = Message(id=uuid4().hex, room=room_id, seq=seq, ts=ts, **msgspec.structs.asdict(draft))
+        db.conn.execute(_INSERT_MESSAGE, msgspec.structs.asdict(m) | {
+            "blocks": _json(m.blocks), "visible_to": _json(m.visible_to), "replaces": _json(m.replaces)})
+        messages.append(m)
+    # Kept in the room row, so a seq freed by healing is never handed out again.
+    db.conn.execute("UPDATE rooms SET last_seq = ?, last_ts = ? WHERE id = ?", [seq, ts, room_id])
+    return messages
+
+
+def _messages(db: sqlite_utils.Database, room_id: str) -> list[Message]:
+    rows = db.query("SELECT * FROM messages WHERE room = ? ORDER BY seq", [room_id])
+    return [Message(**r | {"blocks": BLOCK_DECODER.decode(r["blocks"]),
+                           "visible_to": _STRINGS.decode(r["visible_to"]),
+                           "replaces": _STRINGS.decode(r["replaces"])}) for r in rows]
+
+
+def _heal(db: sqlite_utils.Database, room_id: str) -> list[Message]:
+    with immediate(db):
+        messages = _messages(db, room_id)
+        # Synthesized results are appended last and may sit before a sibling's result;
+        # the second round only reorders those.
+        for _ in range(2):
+            fix = heal.plan(messages)
+            if fix.empty():
+                break
+            _apply(db, room_id, fix)
+            messages = _messages(db, room_id)
         return messages
 
-    def _messages(self, room_id: str) -> list[Message]:
-        rows = self._db.query("SELECT * FROM messages WHERE room = ? ORDER BY seq", [room_id])
-        return [Message(**r | {"blocks": BLOCK_DECODER.decode(r["blocks"]),
-                               "visible_to": _STRINGS.decode(r["visible_to"]),
-                               "replaces": _STRINGS.decode(r["replaces"])}) for r in rows]
 
-    def _apply(self, room_id: str, fix: heal.HealPlan) -> None:
-        for message_id in fix.delete:
-            self._db.execute("DELETE FROM messages WHERE id = ?", [message_id])
-        # Through negative seqs, so that no intermediate state breaks UNIQUE (room, seq).
-        for message_id, seq in fix.reseq:
-            self._db.execute("UPDATE messages SET seq = ? WHERE id = ?", [-seq, message_id])
-        self._db.execute("UPDATE messages SET seq = -seq WHERE room = ? AND seq < 0", [room_id])
-        self._insert(room_id, [draft for _, draft in fix.add])
+def _healed_copy(db: sqlite_utils.Database, room_id: str) -> list[Message]:
+    """The room as `_heal` would leave it, healed in a scratch database: the file is only read."""
+    messages = _messages(db, room_id)
+    if heal.plan(messages).empty():
+        return messages
+    scratch = _scratch()
+    try:
+        for table in ("rooms", "messages"):
+            column = "id" if table == "rooms" else "room"
+            rows = list(db.query(f"SELECT * FROM {table} WHERE {column} = ?", [room_id]))
+            scratch[table].insert_all(rows)
+        return _heal(scratch, room_id)
+    finally:
+        scratch.close()
+
+
+def _apply(db: sqlite_utils.Database, room_id: str, fix: heal.HealPlan) -> None:
+    for message_id in fix.delete:
+        db.execute("DELETE FROM messages WHERE id = ?", [message_id])
+    # Through negative seqs, so that no intermediate state breaks UNIQUE (room, seq).
+    for message_id, seq in fix.reseq:
+        db.execute("UPDATE messages SET seq = ? WHERE id = ?", [-seq, message_id])
+    db.execute("UPDATE messages SET seq = -seq WHERE room = ? AND seq < 0", [room_id])
+    _insert(db, room_id, [draft for _, draft in fix.add])
 
 
 @contextlib.contextmanager
@@ -203,12 +282,13 @@ def immediate(db: sqlite_utils.Database) -> Iterator[None]:
 
     IMMEDIATE takes the write lock before our first read, so another process cannot commit
     between that read and our write (a deferred BEGIN fails there with "database is locked")."""
-    db.execute("BEGIN IMMEDIATE")
+    conn = db.conn  # not sqlite-utils' wrappers: this runs for every message
+    conn.execute("BEGIN IMMEDIATE")
     try:
         yield
-        db.commit()
+        conn.commit()
     except BaseException:
-        db.rollback()
+        conn.rollback()
         raise
 
 
@@ -216,22 +296,75 @@ def _json(value: Any) -> str:
     return ENCODER.encode(value).decode()
 
 
-def _connect(path: str) -> sqlite_utils.Database:
-    db = sqlite_utils.Database(sqlite3.connect(path, check_same_thread=False))
+def _scratch() -> sqlite_utils.Database:
+    db = sqlite_utils.Database(sqlite3.connect(":memory:", check_same_thread=False))
+    with immediate(db):
+        schema.upgrade(db.conn, None)
+    return db
+
+
+def _connect(name: str, readonly: bool) -> sqlite_utils.Database:
+    if name == ":memory:":
+        if readonly:
+            raise ValueError("an in-memory store cannot be read-only")
+        return _scratch()
+    path = Path(name)
+    uri = f"file:{quote(str(path.absolute()))}"
+    found = None
     try:
+        if schema.check_path(path):
+            # Read through a read-only connection before anything can write: a file that is not ours stays
+            # byte for byte as it was (a read-write connection would check a leftover WAL into it on close).
+            peek = _read_only(path, uri, peek=True)
+            try:
+                found = schema.inspect(peek, name)
+            finally:
+                peek.close()
+        elif readonly:
+            raise UnusableDatabase(f"{path}: no such database; pass --db PATH or set ORCHESTRATOR_DB"
+                                   if not path.exists() else f"{path}: an empty file, not an orchestrator database")
+        if readonly:
+            if found is None:
+                raise UnusableDatabase(f"{path}: an SQLite file with no tables, not an orchestrator database")
+            if found not in schema.READABLE:
+                raise UnusableDatabase(f"{path}: store version {found} needs a migration first; open it once with "
+                                       "a command that writes (run, chat)")
+            return sqlite_utils.Database(_read_only(path, uri))
+        db = sqlite_utils.Database(sqlite3.connect(uri, uri=True, check_same_thread=False))
+    except sqlite3.Error as exc:
+        raise schema.damage(exc, name) or exc from None
+    try:
+        if found != schema.VERSION:
+            with immediate(db):
+                # Inspected again under the lock: another process may have created or migrated it meanwhile.
+                schema.upgrade(db.conn, schema.inspect(db.conn, name))
         db.enable_wal()
         db.execute("PRAGMA synchronous=NORMAL")  # per connection; FULL by default
-        with immediate(db):
-            db["rooms"].create({"id": str, "name": str, "floor": str, "created": float, "meta": str,
-                                "last_seq": int, "last_ts": float}, pk="id", if_not_exists=True)
-            db["messages"].create({"id": str, "room": str, "seq": int, "ts": float, "author": str,
-                                   "kind": str, "visible_to": str, "provider": str, "model": str,
-                                   "blocks": str, "replaces": str}, pk="id", if_not_exists=True)
-            db["messages"].create_index(["room", "seq"], unique=True, if_not_exists=True)
-            db["tasks"].create({"id": str, "room": str, "agent": str, "kind": str, "status": str,
-                                "task": str, "result": str, "background": bool, "read": bool,
-                                "created": float, "updated": float}, pk="id", if_not_exists=True)
+        db.execute("PRAGMA busy_timeout = 0")  # the event loop's default; Store._run waits in its thread
+    except sqlite3.Error as exc:
+        db.close()
+        raise schema.damage(exc, name) or exc from None
     except BaseException:
         db.close()
         raise
     return db
+
+
+def _read_only(path: Path, uri: str, *, peek: bool = False) -> sqlite3.Connection:
+    """A connection that cannot write. `peek`: only to look at a file that may not be ours, leaving no
+    -shm or -wal beside it when its WAL holds nothing (an immutable open takes no locks and makes no files)."""
+    wal = Path(f"{path}-wal")
+    pending = wal.exists() and wal.stat().st_size > 0
+    if peek and not pending:
+        return sqlite3.connect(uri + "?mode=ro&immutable=1", uri=True, check_same_thread=False)
+    conn = sqlite3.connect(uri + "?mode=ro", uri=True, check_same_thread=False)
+    try:
+        conn.execute("PRAGMA user_version")  # the first read is when a WAL file's reader needs its -shm
+        return conn
+    except sqlite3.OperationalError as exc:
+        conn.close()
+        if pending or not exc.sqlite_errorname.startswith(("SQLITE_READONLY", "SQLITE_CANTOPEN")):
+            raise
+    # A WAL-mode file in a folder we may not write, with no -shm to share: nobody is writing it (a writer
+    # needs a -wal beside it), so it is read as the immutable file it is.
+    return sqlite3.connect(uri + "?mode=ro&immutable=1", uri=True, check_same_thread=False)

@@ -12,6 +12,7 @@ from typing import Any, Awaitable, Callable
 
 import msgspec
 
+from orchestrator.core.tokens import estimate
 from orchestrator.core.types import ImageBlock, ToolCallBlock, ToolSpec
 from orchestrator.tools.errors import ToolError
 from orchestrator.tools.session import ToolSession
@@ -56,7 +57,7 @@ class Tool:
         return self.read_only if self.parallel is None else self.parallel
 
     def spec(self) -> ToolSpec:
-        return ToolSpec(self.name, self.description, schema_of(self.args))
+        return _spec(self.name, self.description, self.args)
 
     def parse(self, raw: dict[str, Any]) -> Any:
         """Validate the model's arguments; raises ToolError naming the offending field."""
@@ -64,6 +65,16 @@ class Tool:
             return msgspec.convert(raw, self.args)
         except msgspec.ValidationError as exc:
             raise ToolError(f"invalid arguments for {self.name}: {exc}") from None
+
+
+@cache
+def _spec(name: str, description: str, args: type[msgspec.Struct]) -> ToolSpec:
+    return ToolSpec(name, description, schema_of(args))
+
+
+@cache
+def _spec_tokens(name: str, description: str, args: type[msgspec.Struct]) -> int:
+    return estimate(str(schema_of(args))) + estimate(description)
 
 
 @cache
@@ -98,6 +109,10 @@ class Registry:
 
     def specs(self) -> list[ToolSpec]:
         return [t.spec() for t in self._tools.values()]
+
+    def spec_tokens(self) -> int:
+        """What the specs add to every request, estimated once per tool (not once per turn)."""
+        return sum(_spec_tokens(t.name, t.description, t.args) for t in self._tools.values())
 
     def names(self) -> list[str]:
         return list(self._tools)
