@@ -2,6 +2,7 @@
 
 A tool's input is a msgspec Struct: its JSON schema is what the model is told, and decoding
 the model's arguments into it is the validation, so a bad call becomes a readable error result.
+A tool from elsewhere (an MCP server) brings a JSON schema instead, checked with jsonschema.
 """
 from __future__ import annotations
 
@@ -46,7 +47,7 @@ Runner = Callable[[Any, ToolContext], Awaitable["str | ToolOutput"]]
 class Tool:
     name: str
     description: str
-    args: type[msgspec.Struct]
+    args: type[msgspec.Struct] | dict[str, Any]  # a Struct, or a JSON schema taken as given
     run: Runner
     read_only: bool = False
     parallel: bool | None = None  # may run beside adjacent calls; defaults to read_only (E13)
@@ -56,14 +57,26 @@ class Tool:
         return self.read_only if self.parallel is None else self.parallel
 
     def spec(self) -> ToolSpec:
-        return ToolSpec(self.name, self.description, schema_of(self.args))
+        return ToolSpec(self.name, self.description, self.args if isinstance(self.args, dict) else schema_of(self.args))
 
     def parse(self, raw: dict[str, Any]) -> Any:
         """Validate the model's arguments; raises ToolError naming the offending field."""
+        if isinstance(self.args, dict):
+            return _check_json(self.name, self.args, raw)
         try:
             return msgspec.convert(raw, self.args)
         except msgspec.ValidationError as exc:
             raise ToolError(f"invalid arguments for {self.name}: {exc}") from None
+
+
+def _check_json(name: str, schema: dict[str, Any], raw: dict[str, Any]) -> dict[str, Any]:
+    from jsonschema.validators import validator_for  # present with the tools that bring JSON schemas
+
+    error = next(iter(validator_for(schema)(schema).iter_errors(raw)), None)
+    if error is not None:
+        where = "/".join(str(p) for p in error.absolute_path)
+        raise ToolError(f"invalid arguments for {name}: {error.message}" + (f" at `{where}`" if where else ""))
+    return raw
 
 
 @cache
