@@ -90,6 +90,22 @@ def is_grant(entry: str) -> bool:
     return entry.startswith("mcp:")
 
 
+def grant_problem(entry: str) -> str | None:
+    """Why an `mcp:` tool entry is malformed (whether the server exists is known only when it runs)."""
+    server, slash, tool = entry[4:].partition("/")
+    if not SERVER_NAME.fullmatch(server) or (slash and not tool):
+        return f"bad MCP grant `{entry}`: write `mcp:SERVER` for every tool of a server, `mcp:SERVER/TOOL` for one"
+    return None
+
+
+def configured(env: Mapping[str, str]) -> dict[str, ServerConfig]:
+    """The servers of config.toml (`[mcp_servers.NAME]`); a team's own entries override them by name."""
+    from orchestrator.providers.config import config_file
+
+    path, raw = config_file(env)
+    return from_toml(raw, str(path))
+
+
 def from_toml(raw: Mapping[str, Any], where: str) -> dict[str, ServerConfig]:
     """The `[mcp_servers.NAME]` tables of config.toml."""
     table = raw.get("mcp_servers", {})
