@@ -10,7 +10,7 @@ from typing import Any
 import msgspec
 import trio
 
-from orchestrator.cli.paths import default_db, mcp_logs
+from orchestrator.cli.paths import default_db
 from orchestrator.core.errors import InputError
 from orchestrator.mcplink.config import ServerConfig, configured
 
@@ -35,7 +35,7 @@ async def cmd_list(args: argparse.Namespace) -> int:
         print("no MCP servers configured: add `mcp_servers:` to a team file or [mcp_servers.NAME] to config.toml")
         return 0
     _need_sdk()
-    from orchestrator.mcplink.servers import ServerUnavailable, open_hub
+    from orchestrator.mcplink.servers import ServerUnavailable, default_log_dir, open_hub
 
     found: dict[str, dict[str, Any]] = {}
 
@@ -51,7 +51,7 @@ async def cmd_list(args: argparse.Namespace) -> int:
                  "approval": cfg.policy(t.name)} for t in tools]}
         found[name] = entry
 
-    async with open_hub(mcp_logs()) as hub, trio.open_nursery() as nursery:
+    async with open_hub(default_log_dir()) as hub, trio.open_nursery() as nursery:
         for name, cfg in servers.items():
             nursery.start_soon(probe, name, cfg)
     for name in servers:
@@ -76,7 +76,7 @@ async def cmd_serve(args: argparse.Namespace) -> int:
     from orchestrator.cli.chat.command import _setup
     from orchestrator.cli.mcp_serve import serve
 
-    args.name, args.resume, args.mcp_logs = None, None, mcp_logs()
+    args.name, args.resume = None, None
     return await serve(args, _setup)
 
 

@@ -163,19 +163,16 @@ async def _report(receive, ctx: Context) -> None:
 
 
 async def serve(args, setup_fn) -> int:
-    """Serve until the client closes stdin. `setup_fn(args, store, stack)` builds the team and models
-    as `chat` does (the same --team / --model / --scripted rules)."""
-    from orchestrator.mcplink.servers import open_hub
-
+    """Serve until the client closes stdin. `setup_fn(args, store, stack)` builds the team, the models
+    and the MCP hub as `chat` does (the same --team / --model / --scripted rules)."""
     async with AsyncExitStack() as stack:
         db = Path(args.db)
         db.parent.mkdir(parents=True, exist_ok=True)
         store = await Store.open(db)
         stack.push_async_callback(store.close)
         setup = await setup_fn(args, store, stack)
-        hub = await stack.enter_async_context(open_hub(args.mcp_logs))
         async with trio.open_nursery() as nursery:
-            team = Team(store, setup, nursery, hub)
+            team = Team(store, setup, nursery, setup.mcp)
             await build(team).run_stdio_async()
             nursery.cancel_scope.cancel()
     return 0

@@ -12,8 +12,3 @@ def default_db() -> Path:
     base = Path(os.environ.get("XDG_DATA_HOME") or Path.home() / ".local" / "share")
     return base / "orchestrator" / "orchestrator.db"
 
-
-def mcp_logs() -> Path:
-    """Where each MCP server's stderr goes, one file per server (XDG state folder)."""
-    base = Path(os.environ.get("XDG_STATE_HOME") or Path.home() / ".local" / "state")
-    return base / "orchestrator" / "mcp"

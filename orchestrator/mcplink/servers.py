@@ -9,6 +9,7 @@ from __future__ import annotations
 import contextvars
 import logging
 import os
+import sys
 import time
 from contextlib import AsyncExitStack, asynccontextmanager
 from dataclasses import dataclass, field
@@ -215,16 +216,26 @@ class Connection:
         raise ServerUnavailable(self.last_error)
 
 
+def default_log_dir() -> Path:
+    """Where each server's stderr goes, one file per server: the XDG state folder."""
+    base = Path(os.environ.get("XDG_STATE_HOME") or Path.home() / ".local" / "state")
+    return base / "orchestrator" / "mcp"
+
+
 def backoff(failures: int) -> float:
     """Seconds before the next start: the first restart is immediate, then 1, 2, 4 ... up to a minute."""
     return 0.0 if failures <= 1 else min(MAX_BACKOFF, 2.0 ** (failures - 2))
 
 
 class Hub:
-    """Every MCP connection of this process, keyed by server name and configuration."""
+    """Every MCP connection of this process, keyed by server name and configuration.
+    `servers` are the ones every room may use (config.toml's); a team adds its own."""
 
-    def __init__(self, nursery: trio.Nursery, log_dir: Path, env: Mapping[str, str]):
-        self.nursery, self.log_dir, self.env = nursery, log_dir, env
+    def __init__(self, nursery: trio.Nursery, log_dir: Path, env: Mapping[str, str],
+                 servers: Mapping[str, ServerConfig]):
+        self.nursery, self.log_dir, self.servers = nursery, log_dir, dict(servers)
+        # ${ORCHESTRATOR_PYTHON}: the interpreter running us, for servers installed beside the orchestrator
+        self.env = {"ORCHESTRATOR_PYTHON": sys.executable, **env}
         self._connections: dict[tuple[str, bytes], Connection] = {}
 
     def connection(self, name: str, config: ServerConfig) -> Connection:
@@ -240,13 +251,14 @@ class Hub:
 
 
 @asynccontextmanager
-async def open_hub(log_dir: Path, env: Mapping[str, str] | None = None) -> AsyncIterator[Hub]:
+async def open_hub(log_dir: Path, env: Mapping[str, str] | None = None,
+                   servers: Mapping[str, ServerConfig] | None = None) -> AsyncIterator[Hub]:
     """The app-lifetime home of the owners; leaving it stops every server (a stubborn one takes ~4 s)."""
     log_dir.mkdir(parents=True, exist_ok=True)
     handler = _route_sdk_logs()
     try:
         async with trio.open_nursery() as nursery:
-            hub = Hub(nursery, log_dir, os.environ if env is None else env)
+            hub = Hub(nursery, log_dir, os.environ if env is None else env, servers or {})
             try:
                 yield hub
             finally:

@@ -97,9 +97,14 @@ def checked_team(doc: Document, at: Parts, team: Team, base: Path, default_model
     commander = _with_file(doc, at + ("commander",), team.commander, base)
     commander = msgspec.structs.replace(commander, name="commander", model=commander.model or default_model)
     _check_tools(doc, at + ("commander",), commander)
+    servers = {}
     for name, server in team.mcp_servers.items():
         if problem := mcp_config.check(name, server):
             raise doc.error(at + ("mcp_servers", name), problem, key=True)
+        # A relative `cwd` is the file's neighbour, wherever the orchestrator is started from.
+        if server.cwd and not Path(server.cwd).expanduser().is_absolute() and "${" not in server.cwd:
+            server = msgspec.structs.replace(server, cwd=str((base / server.cwd).resolve()))
+        servers[name] = server
     agents: list[AgentDef] = []
     first: dict[str, Parts] = {}
     for i, entry in enumerate(team.agents):
@@ -115,7 +120,7 @@ def checked_team(doc: Document, at: Parts, team: Team, base: Path, default_model
         first[agent.name] = name_at
         _check_tools(doc, where, agent)
         agents.append(msgspec.structs.replace(agent, model=agent.model or default_model))
-    return msgspec.structs.replace(team, commander=commander, agents=agents)
+    return msgspec.structs.replace(team, commander=commander, agents=agents, mcp_servers=servers)
 
 
 def _check_tools(doc: Document, where: Parts, agent: AgentDef) -> None:
