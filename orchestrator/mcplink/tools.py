@@ -13,6 +13,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import msgspec
+import trio
 
 from orchestrator.core.tokens import estimate
 from orchestrator.mcplink.config import PREFIX, ServerConfig, grants
@@ -59,12 +60,21 @@ async def toolset(hub: Hub, servers: dict[str, ServerConfig], granted: list[str]
             wanted[server] = None
         else:
             wanted.setdefault(server, set()).add(tool)
-    for server, names in wanted.items():
-        conn = hub.connection(server, servers[server])
+    listings: dict[str, list[RemoteTool] | ServerUnavailable] = {}
+
+    async def listing(server: str) -> None:
         try:
-            remote = await conn.tools()
+            listings[server] = await hub.connection(server, servers[server]).tools()
         except ServerUnavailable as exc:
-            out.problems.append(str(exc))
+            listings[server] = exc
+
+    async with trio.open_nursery() as nursery:  # servers start side by side: one slow start delays no other
+        for server in wanted:
+            nursery.start_soon(listing, server)
+    for server, names in wanted.items():
+        conn, remote = hub.connection(server, servers[server]), listings[server]
+        if isinstance(remote, ServerUnavailable):
+            out.problems.append(str(remote))
             continue
         listed = {t.name for t in remote}
         for missing in sorted((names or set()) - listed):

@@ -9,6 +9,26 @@ import signal
 import sys
 import time
 
+
+def misbehave(mode: str) -> None:
+    """The servers that fail before any SDK code would run (so they fail fast, as real ones do)."""
+    if mode == "crash":
+        print("Traceback (most recent call last):\nImportError: no module named 'secret_sauce'", file=sys.stderr,
+              flush=True)
+        sys.exit(1)
+    if mode == "silent":  # reads forever, answers nothing
+        for _ in sys.stdin:
+            pass
+        time.sleep(3600)
+    if mode == "garbage":  # not an MCP server at all: chatter on stdout
+        for line in sys.stdin:
+            print(f"hello! you said {len(line)} bytes; I speak no JSON", flush=True)
+        sys.exit(0)
+
+
+if __name__ == "__main__":
+    misbehave(sys.argv[1] if len(sys.argv) > 1 else "normal")
+
 import trio
 from mcp.server.mcpserver import Context, MCPServer
 from mcp.server.mcpserver.utilities.types import Image
@@ -63,19 +83,6 @@ def build(mode: str):
 
 def main() -> None:
     mode = sys.argv[1] if len(sys.argv) > 1 else "normal"
-    if mode == "crash":
-        print("Traceback (most recent call last):\nImportError: no module named 'secret_sauce'", file=sys.stderr,
-              flush=True)
-        sys.exit(1)
-    if mode == "silent":  # reads forever, answers nothing
-        for _ in sys.stdin:
-            pass
-        time.sleep(3600)
-        return
-    if mode == "garbage":  # not an MCP server at all: chatter on stdout
-        for line in sys.stdin:
-            print(f"hello! you said {len(line)} bytes; I speak no JSON", flush=True)
-        return
     if mode == "stubborn":  # ignores SIGTERM and outlives its stdin
         signal.signal(signal.SIGTERM, signal.SIG_IGN)
         print(f"pid {os.getpid()}", file=sys.stderr, flush=True)
