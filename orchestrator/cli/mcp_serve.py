@@ -112,19 +112,17 @@ def build(team: Team) -> MCPServer:
             return _error(str(exc))
         send, receive = trio.open_memory_channel(256)
         held.listeners.append(send)
-        stopped = False
+        answered = False
         try:
             msg = await held.room.post(line)
             async with trio.open_nursery() as progress:
                 progress.start_soon(_report, receive, ctx)
                 await held.room.idle()
                 progress.cancel_scope.cancel()
-        except trio.Cancelled:
-            stopped = True
-            raise
+            answered = True
         finally:
             held.listeners.remove(send)
-            if stopped:  # the client cancelled: the group stop, shielded so it completes
+            if not answered:  # the client cancelled (or the call broke): the group stop, shielded to complete
                 with trio.CancelScope(shield=True):
                     await held.room.stop(STOPPED)
         said = _answer(await team.store.load(held.room.id), msg.seq)
