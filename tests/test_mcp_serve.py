@@ -63,3 +63,32 @@ async def test_a_client_uses_the_team(tmp_path):
             missing = await client.call_tool("read_room", {"room": "nope"})
             assert missing.is_error and "no room 'nope'" in missing.content[0].text
     assert "Traceback" not in (tmp_path / "serve.log").read_text()
+
+
+def test_mcp_list_shows_each_server_its_tools_and_why_one_does_not_start(tmp_path):
+    import json
+    import subprocess
+
+    server = Path(__file__).parent / "mcpdata" / "server.py"
+    (tmp_path / "team.yaml").write_text(
+        "mcp_servers:\n"
+        f"  files: {{command: ['${{ORCHESTRATOR_PYTHON}}', '{server}'], approval: {{lookup: allow}}}}\n"
+        f"  broken: {{command: ['${{ORCHESTRATOR_PYTHON}}', '{server}', crash]}}\n"
+        "agents:\n  - {name: researcher, tools: ['mcp:files']}\n")
+    env = {"PATH": "/usr/bin:/bin", "HOME": str(tmp_path), "XDG_STATE_HOME": str(tmp_path / "state"),
+           "XDG_CONFIG_HOME": str(tmp_path / "config")}
+    run = subprocess.run([sys.executable, "-m", "orchestrator", "mcp", "list", "--team", str(tmp_path / "team.yaml"),
+                          "--json"], capture_output=True, text=True, env=env, timeout=60)
+    assert run.returncode == 0, run.stderr
+    entries = {e["server"]: e for e in map(json.loads, run.stdout.splitlines())}
+    files = entries["files"]
+    assert files["starts"] and files["transport"] == "stdio" and "${ORCHESTRATOR_PYTHON}" in files["target"]
+    tools = {t["name"]: t for t in files["tools"]}
+    assert tools["lookup"]["annotations"] == {"readOnlyHint": True} and tools["lookup"]["approval"] == "allow"
+    assert tools["fail"]["approval"] == "ask"
+    assert not entries["broken"]["starts"]
+    assert "exited before it was ready" in entries["broken"]["error"]
+    plain = subprocess.run([sys.executable, "-m", "orchestrator", "mcp", "list", "--team", str(tmp_path / "team.yaml")],
+                           capture_output=True, text=True, env=env, timeout=60)
+    assert "mcp__files__lookup  approval=allow  [readOnlyHint=True]" in plain.stdout
+    assert "broken  (stdio:" in plain.stdout and "  does not start: MCP server 'broken' exited" in plain.stdout
