@@ -255,7 +255,15 @@ async def open_hub(log_dir: Path, env: Mapping[str, str] | None = None,
                    servers: Mapping[str, ServerConfig] | None = None) -> AsyncIterator[Hub]:
     """The app-lifetime home of the owners; leaving it stops every server (a stubborn one takes ~4 s)."""
     log_dir.mkdir(parents=True, exist_ok=True)
-    handler = _route_sdk_logs()
+    sdk = logging.getLogger("mcp")
+    # One router however many hubs are open (a scenario run inside a chat): records find their server
+    # through the context, not through the hub.
+    handler = next((h for h in sdk.handlers if isinstance(h, _SdkLogs)), None)
+    added, propagate = handler is None, sdk.propagate
+    if added:
+        handler = _SdkLogs()
+        sdk.addHandler(handler)
+        sdk.propagate = False
     try:
         async with trio.open_nursery() as nursery:
             hub = Hub(nursery, log_dir, os.environ if env is None else env, servers or {})
@@ -264,7 +272,9 @@ async def open_hub(log_dir: Path, env: Mapping[str, str] | None = None,
             finally:
                 nursery.cancel_scope.cancel()
     finally:
-        logging.getLogger("mcp").removeHandler(handler)
+        if added:
+            sdk.removeHandler(handler)
+            sdk.propagate = propagate
 
 
 # --- watching the stdout stream and the SDK's own logging ---------------------------------------
@@ -330,14 +340,6 @@ class _SdkLogs(logging.Handler):
             attempt.errlog.write(f"[orchestrator: mcp sdk {record.levelname.lower()}] {line}\n")
         else:
             log.debug("mcp sdk", level=record.levelname, message=line)
-
-
-def _route_sdk_logs() -> logging.Handler:
-    sdk = logging.getLogger("mcp")
-    handler = _SdkLogs()
-    sdk.addHandler(handler)
-    sdk.propagate = False
-    return handler
 
 
 async def _list_tools(client) -> list[RemoteTool]:
