@@ -91,6 +91,17 @@ async def test_streamable_http_server(tmp_path):
         nursery.cancel_scope.cancel()
 
 
+async def test_a_changed_tool_list_is_read_again(tmp_path):
+    async with open_hub(tmp_path) as hub:
+        conn = hub.connection("files", stdio())
+        assert "echo" not in {t.name for t in await conn.tools()}
+        await conn.call("grow", {})
+        with trio.fail_after(5):
+            while "echo" not in {t.name for t in await conn.tools()}:  # the notification is on its way
+                await trio.sleep(0.01)
+        assert (await conn.call("echo", {"text": "hi"})).content[0].text == "hi"
+
+
 async def test_call_timeout_leaves_server_usable(tmp_path):
     async with open_hub(tmp_path) as hub:
         conn = hub.connection("files", stdio(timeout=0.5))

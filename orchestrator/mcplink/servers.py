@@ -61,6 +61,7 @@ class _Attempt:
     error: str | None = None
     dead: bool = False
     garbage: str | None = None  # the first stdout line that was not JSON-RPC
+    stale: bool = False  # the server said its tool list changed
     errlog: Any = None
 
     def end(self) -> None:
@@ -118,11 +119,15 @@ class Connection:
                 errlog.write(f"--- {time.strftime('%Y-%m-%d %H:%M:%S')} starting {self.config.shown()}\n")
                 async with AsyncExitStack() as stack:
                     transport = self._transport(errlog, stack)
-                    client = await stack.enter_async_context(self.hub.client(_watched(transport, attempt)))
+                    client = await stack.enter_async_context(
+                        self.hub.client(_watched(transport, attempt), _on_message(attempt)))
                     attempt.client = client
                     attempt.tools = await _list_tools(client)
                     attempt.ready.set()
-                    await attempt.closed.wait()
+                    async with trio.open_nursery() as watch:
+                        watch.start_soon(_watch_tool_list, client, attempt)
+                        await attempt.closed.wait()
+                        watch.cancel_scope.cancel()
         except Exception as exc:
             if not attempt.error:
                 attempt.error = self._explain(exc, attempt)
@@ -179,7 +184,11 @@ class Connection:
     # --- using ------------------------------------------------------------------------------
 
     async def tools(self) -> list[RemoteTool]:
-        return (await self._ready()).tools
+        attempt = await self._ready()
+        if attempt.stale:  # listed again on the next use after `notifications/tools/list_changed`
+            attempt.stale = False
+            attempt.tools = await _list_tools(attempt.client)
+        return attempt.tools
 
     async def call(self, tool: str, args: dict[str, Any]):
         """The SDK's CallToolResult. A server that dies under the call raises ServerUnavailable;
@@ -245,9 +254,9 @@ class Hub:
         return self._connections[key]
 
     @staticmethod
-    def client(transport):
+    def client(transport, on_message):
         from mcp import Client
-        return Client(transport)
+        return Client(transport, message_handler=on_message)
 
 
 @asynccontextmanager
@@ -319,6 +328,32 @@ class _Watched:
 
     def __getattr__(self, name):
         return getattr(self._inner, name)
+
+
+async def _watch_tool_list(client, attempt: _Attempt) -> None:
+    """Protocol 2026-07-28 announces a changed tool list only to a `subscriptions/listen` stream
+    (older servers send `notifications/tools/list_changed`, seen by `_on_message`)."""
+    from mcp_types.version import MODERN_PROTOCOL_VERSIONS
+
+    tools = client.server_capabilities.tools
+    if client.protocol_version not in MODERN_PROTOCOL_VERSIONS or not (tools and tools.list_changed):
+        return
+    try:
+        async with client.listen(tools_list_changed=True) as changes:
+            async for _ in changes:
+                attempt.stale = True
+    except Exception as exc:  # without the stream the list is read once per start, as before
+        attempt.errlog.write(f"[orchestrator] no tool-list updates from this server: {type(exc).__name__}: {exc}\n")
+
+
+def _on_message(attempt: _Attempt):
+    from mcp_types import ToolListChangedNotification
+
+    async def on_message(message) -> None:
+        if isinstance(message, ToolListChangedNotification):
+            attempt.stale = True
+
+    return on_message
 
 
 @asynccontextmanager

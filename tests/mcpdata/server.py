@@ -71,6 +71,12 @@ def build(mode: str):
     def token_length() -> int:
         return len(os.environ.get("TOKEN", ""))
 
+    @server.tool(description="Adds a tool named `echo` and tells the client its tool list changed.")
+    async def grow(ctx: Context) -> str:
+        server.add_tool(lambda text: text, name="echo", description="Says the text back.")
+        await ctx.notify_tools_changed()
+        return "grown"
+
     @server.tool(description="Kills the server process mid-call.")
     def die() -> str:
         os._exit(3)
