@@ -230,3 +230,12 @@ def test_tool_names_are_safe_and_bounded():
     assert tool_name("files", "a.b/c") == "mcp__files__a_b_c"
     long = tool_name("server", "x" * 100)
     assert len(long) == 64 and long != tool_name("server", "x" * 99)
+
+
+async def test_without_the_extra_the_line_says_what_to_install(tmp_path, monkeypatch):
+    for name in [m for m in sys.modules if m == "mcp" or m.startswith("mcp.")]:
+        monkeypatch.delitem(sys.modules, name)
+    monkeypatch.setitem(sys.modules, "mcp", None)  # `import mcp` now fails as if it were not installed
+    async with open_hub(tmp_path) as hub:
+        with pytest.raises(ServerUnavailable, match=r"MCP server 'files' needs the MCP extra: pip install"):
+            await hub.connection("files", stdio()).tools()

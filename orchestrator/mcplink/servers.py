@@ -159,7 +159,9 @@ class Connection:
         exc = _leaf(exc)
         if isinstance(exc, InputError):
             return str(exc).removeprefix(f"MCP server '{self.name}'").lstrip(": ")
-        if isinstance(exc, OSError) and self.config.url is None:
+        if isinstance(exc, ImportError) and exc.name and exc.name.split(".")[0] in ("mcp", "mcp_types"):
+            return "needs the MCP extra: pip install 'groupchat-orchestrator[mcp]'"
+        if isinstance(exc, (FileNotFoundError, PermissionError, NotADirectoryError)) and self.config.url is None:
             return f"cannot start `{self.config.argv()[0]}`: {exc.strerror or exc}"
         if attempt.garbage is not None:
             return f"does not speak MCP on stdout{self._stdout_note(attempt)}"
