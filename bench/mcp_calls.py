@@ -3,7 +3,8 @@
 Both go through the engine's real path (`execute_group` over a Registry): the *direct* tool is an
 ordinary in-process Tool that does the lookup itself; the *MCP* tool is the adapter of `lookup` on the
 official-SDK test server (tests/mcpdata/server.py) over stdio, so each call is a JSON-RPC round trip
-through the owner's Client, the pipes and the server's dispatcher. Calls run one after another
+through the owner's Client, the pipes and the server's dispatcher; then `--cancels` slow calls are
+cancelled mid-flight (the part of a group stop an MCP call adds). Calls run one after another
 (`--calls` per round, `--rounds` rounds alternating which goes first; the round with the lowest median
 is kept, the machine being shared). Also timed once per round: starting the server (spawn, import,
 handshake, tools/list) and stopping it (the hub's exit).
@@ -70,7 +71,7 @@ async def main(args) -> None:
     session = ToolSession(Path.cwd())
     direct = Registry([DIRECT])
     best: dict[str, list[float]] = {}
-    starts, stops = [], []
+    starts, stops, cancels = [], [], []
     with tempfile.TemporaryDirectory() as logs:
         for r in range(args.rounds):
             t0 = time.perf_counter()
@@ -87,6 +88,14 @@ async def main(args) -> None:
                     ms = await timed_calls(reg, name, args.calls, session)
                     if label not in best or statistics.median(ms) < statistics.median(best[label]):
                         best[label] = ms
+                conn = hub.connection("b", cfg)
+                for _ in range(args.cancels):
+                    async with trio.open_nursery() as nursery:
+                        nursery.start_soon(conn.call, "slow", {"seconds": 30})
+                        await trio.sleep(0.05)  # the request is with the server
+                        t_cancel = time.perf_counter_ns()
+                        nursery.cancel_scope.cancel()
+                    cancels.append((time.perf_counter_ns() - t_cancel) / 1e6)
                 t1 = time.perf_counter()
             stops.append(time.perf_counter() - t1)
     print(machine())
@@ -97,6 +106,8 @@ async def main(args) -> None:
     print(row("MCP over stdio (SDK test server)", best["mcp"]))
     added = statistics.median(best["mcp"]) - statistics.median(best["direct"])
     print(f"\nadded by MCP stdio: {added:.3f} ms per call (median)")
+    print(f"cancelling an in-flight slow call (what a group stop waits for), {len(cancels)} times: "
+          f"median {statistics.median(cancels):.2f} ms, max {max(cancels):.2f} ms")
     print(f"server start (spawn + import + handshake + tools/list): median {statistics.median(starts):.2f} s; "
           f"stop at hub exit: median {statistics.median(stops) * 1000:.0f} ms")
 
@@ -105,6 +116,7 @@ if __name__ == "__main__":
     p = argparse.ArgumentParser()
     p.add_argument("--calls", type=int, default=500)
     p.add_argument("--rounds", type=int, default=3)
+    p.add_argument("--cancels", type=int, default=20, help="slow calls cancelled per round")
     p.add_argument("--quick", action="store_true")
     a = p.parse_args()
     if a.quick:
