@@ -31,7 +31,7 @@ class _Held:
     listeners: list = field(default_factory=list)  # progress senders of the calls now waiting on this room
 
 
-class Team:
+class Rooms:
     """The rooms this server has opened, each held open by a task of the server's nursery."""
 
     def __init__(self, store: Store, setup: Any, nursery: trio.Nursery, mcp_hub: Any):
@@ -97,7 +97,7 @@ def _error(text: str) -> CallToolResult:
     return CallToolResult(content=[TextContent(type="text", text=text)], is_error=True)
 
 
-def build(team: Team) -> MCPServer:
+def build(rooms: Rooms) -> MCPServer:
     server = MCPServer("orchestrator", instructions=INSTRUCTIONS)
 
     @server.tool(description="Post a line to the team (a new room, or the room named) and return the room's "
@@ -107,7 +107,7 @@ def build(team: Team) -> MCPServer:
         if not line.strip():
             return _error("`line` is empty: say what the team should do")
         try:
-            held = await team.room(room)
+            held = await rooms.room(room)
         except InputError as exc:
             return _error(str(exc))
         send, receive = trio.open_memory_channel(256)
@@ -125,7 +125,7 @@ def build(team: Team) -> MCPServer:
             if not answered:  # the client cancelled (or the call broke): the group stop, shielded to complete
                 with trio.CancelScope(shield=True):
                     await held.room.stop(STOPPED)
-        said = _answer(await team.store.load(held.room.id), msg.seq)
+        said = _answer(await rooms.store.load(held.room.id), msg.seq)
         text = "\n\n".join(f"{m['author']}: {m['text']}" for m in said) or "(the team said nothing)"
         return _result({"room": held.room.id, "messages": said, "answer": said[-1]["text"] if said else ""},
                        f"{text}\n\n[room {held.room.id}]")
@@ -133,19 +133,19 @@ def build(team: Team) -> MCPServer:
     @server.tool(description="The rooms in this server's database, newest last.",
                  annotations=ToolAnnotations(readOnlyHint=True), structured_output=False)
     async def list_rooms() -> CallToolResult:
-        rooms = [{"id": r.id, "name": r.name, "floor": r.floor, "messages": r.messages,
-                  "busy": r.id in team.held and team.held[r.id].room.busy} for r in await team.store.rooms()]
+        listed = [{"id": r.id, "name": r.name, "floor": r.floor, "messages": r.messages,
+                   "busy": r.id in rooms.held and rooms.held[r.id].room.busy} for r in await rooms.store.rooms()]
         lines = [f"{r['id']}  {r['name']}  floor={r['floor']}  {r['messages']} messages"
-                 + ("  (working)" if r["busy"] else "") for r in rooms]
-        return _result({"rooms": rooms}, "\n".join(lines) or "(no rooms yet)")
+                 + ("  (working)" if r["busy"] else "") for r in listed]
+        return _result({"rooms": listed}, "\n".join(lines) or "(no rooms yet)")
 
     @server.tool(description="What the user sees of a room: its texts and notices after `since_seq`.",
                  annotations=ToolAnnotations(readOnlyHint=True), structured_output=False)
     async def read_room(room: str, since_seq: int = 0) -> CallToolResult:
-        record = await team.store.room(room)
+        record = await rooms.store.room(room)
         if record is None:
             return _error(f"no room {room!r}; list_rooms shows the rooms there are")
-        said = _answer(await team.store.load(record.id), since_seq)
+        said = _answer(await rooms.store.load(record.id), since_seq)
         text = "\n".join(f"[{m['seq']}] {m['author']}: {m['text']}" for m in said) or "(nothing new)"
         return _result({"room": record.id, "messages": said}, text)
 
@@ -170,7 +170,7 @@ async def serve(args, setup_fn) -> int:
         stack.push_async_callback(store.close)
         setup = await setup_fn(args, store, stack)
         async with trio.open_nursery() as nursery:
-            team = Team(store, setup, nursery, setup.mcp)
-            await build(team).run_stdio_async()
+            rooms = Rooms(store, setup, nursery, setup.mcp)
+            await build(rooms).run_stdio_async()
             nursery.cancel_scope.cancel()
     return 0
