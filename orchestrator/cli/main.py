@@ -1,5 +1,5 @@
 """The `orchestrator` command: one parser over the command groups (run/check, chat, rooms/show/export,
-kb, memory, tokens, models), and the one place errors become exit codes.
+kb, memory, tokens, models, mcp), and the one place errors become exit codes.
 
 Exit codes: 0 ran and held, 1 an expectation failed, 2 bad input, 3 the run failed. A person
 sees one or two lines per problem; tracebacks only with --debug.
@@ -13,7 +13,7 @@ import sys
 import structlog
 import trio
 
-from orchestrator.cli import kb, memory, models, rooms, run, tokens
+from orchestrator.cli import kb, mcp, memory, models, rooms, run, tokens
 from orchestrator.cli.chat import command as chat
 from orchestrator.core.errors import InputError
 from orchestrator.core.log import configure
@@ -30,7 +30,7 @@ def parser() -> argparse.ArgumentParser:
     run.add_parsers(sub)
     models.add_parser(sub)
     rooms.add_parsers(sub)
-    for module in (tokens, kb, memory):
+    for module in (tokens, kb, memory, mcp):
         module.add_parser(sub)
     return p
 

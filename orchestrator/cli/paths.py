@@ -11,3 +11,4 @@ def default_db() -> Path:
         return Path(env)
     base = Path(os.environ.get("XDG_DATA_HOME") or Path.home() / ".local" / "share")
     return base / "orchestrator" / "orchestrator.db"
+

@@ -90,9 +90,10 @@ async def run_turn(agent: Agent, partition: Partition, commit: Commit,
     """
     guard = LoopGuard()
     usage = Usage()
-    specs = agent.tools.specs()
-    fixed = _system_tokens(agent.system) + agent.tools.spec_tokens()
     while True:
+        # Read every round: a tool may add tools for the next request (find_tools loads MCP schemas).
+        specs = agent.tools.specs()
+        fixed = _system_tokens(agent.system) + agent.tools.spec_tokens()
         if meter:
             meter.on_call(agent.name)
         await trio.lowlevel.checkpoint_if_cancelled()  # a stop (or a limit just hit) sends nothing more

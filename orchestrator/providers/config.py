@@ -133,13 +133,12 @@ def load_config(env: Mapping[str, str] | None = None) -> Config:
     """Read the file (if any) and the environment. The environment wins for addresses; keys from both
     become candidates, the file's first."""
     env = os.environ if env is None else env
-    path = config_path(env)
-    raw = _read(path, named=bool(env.get("ORCHESTRATOR_CONFIG")))
+    path, raw = config_file(env)
     where = str(path)
-    unknown = set(raw) - {"providers", "endpoints", "models"}
+    unknown = set(raw) - {"providers", "endpoints", "models", "mcp_servers"}
     if unknown:
         raise InputError(f"{where}: unknown table [{sorted(unknown)[0]}]; the file has [providers.NAME], "
-                         "[endpoints.NAME] and [models.\"PROVIDER/MODEL\"]")
+                         "[endpoints.NAME], [models.\"PROVIDER/MODEL\"] and [mcp_servers.NAME]")
     providers = _table(raw, "providers", where)
     endpoints = _table(raw, "endpoints", where)
     models = _table(raw, "models", where)
@@ -169,6 +168,12 @@ def load_config(env: Mapping[str, str] | None = None) -> Config:
                                missing=missing)
     overrides = {key: _convert(value, Override, f'models."{key}"', where) for key, value in models.items()}
     return Config(path=path, sources=sources, models=overrides)
+
+
+def config_file(env: Mapping[str, str]) -> tuple[Path, dict[str, Any]]:
+    """The config file's path and its tables ({} when there is no file); `mcp_servers` is read by mcplink."""
+    path = config_path(env)
+    return path, _read(path, named=bool(env.get("ORCHESTRATOR_CONFIG")))
 
 
 def _read(path: Path, *, named: bool) -> dict[str, Any]:

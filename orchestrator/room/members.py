@@ -29,6 +29,7 @@ class Member:
     lock: trio.Lock = field(default_factory=trio.Lock)
     active: int = 0  # turns scheduled or running
     anonymous: bool = False
+    mcp_loaded: set[str] = field(default_factory=set)  # MCP tools it loaded with find_tools: sent from then on
 
     @property
     def name(self) -> str:

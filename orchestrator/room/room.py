@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import re
 import time
-from contextlib import aclosing, asynccontextmanager
+from contextlib import AsyncExitStack, aclosing, asynccontextmanager
 from pathlib import Path
 from typing import AsyncIterator, Callable
 
@@ -26,6 +26,9 @@ from orchestrator.providers.base import Provider
 from orchestrator.providers.catalog import ModelInfo
 from orchestrator.memory.knowledge import KnowledgeBase, SqliteKnowledgeBase
 from orchestrator.memory.notes import Memory
+from orchestrator.mcplink.config import grant_problem, is_grant
+from orchestrator.mcplink.servers import Hub, default_log_dir, open_hub
+from orchestrator.mcplink.tools import find_tools, toolset
 from orchestrator.room import handback
 from orchestrator.room.bus import Bus
 from orchestrator.room.commander import commander_tools
@@ -57,7 +60,7 @@ class Room:
     """A group chat. Open one with `Room.create` or `Room.open` inside `async with`."""
 
     def __init__(self, store: Store, record: RoomRecord, team: Team, resolve: Resolve, workspace: Path,
-                 nursery: trio.Nursery, retry: RetryPolicy, can_confirm: bool = False):
+                 nursery: trio.Nursery, retry: RetryPolicy, can_confirm: bool = False, mcp: Hub | None = None):
         self.store, self.record, self.team, self.workspace = store, record, team, workspace
         self.id = record.id
         self._resolve, self._nursery, self._retry = resolve, nursery, retry
@@ -84,6 +87,9 @@ class Room:
         self._room_tools = {"memory": memory_tool(self.memory)}
         self.workers = trio.CapacityLimiter(team.limits.max_workers or 1_000_000)  # queues extra workers
         self._commander_tools = commander_tools(self)
+        self.mcp = mcp  # the process's MCP connections; the team's servers override the config file's
+        self.mcp_servers = {**(mcp.servers if mcp else {}), **team.mcp_servers}
+        self._mcp_told: set[str] = set()  # problems already reported in this room
 
     # --- opening and closing -------------------------------------------------------------
 
@@ -93,13 +99,13 @@ class Room:
                      workspace: Path | None = None, retry: RetryPolicy = RetryPolicy(),
                      on_event: Callable[[Event], None] | None = None, can_confirm: bool = False,
                      knowledge: KnowledgeBase | None = None,
-                     models: Catalog | None = None) -> AsyncIterator[Room]:
+                     models: Catalog | None = None, mcp: Hub | None = None) -> AsyncIterator[Room]:
         workspace = Path(workspace or Path.cwd()).resolve()
         check_team(team)
         meta = {"team": msgspec.to_builtins(team), "workspace": str(workspace)}
         record = await store.create_room(name, floor=COMMANDER, meta=meta)
         async with cls._running_room(store, record, team, resolve, workspace, retry, [], on_event,
-                                     can_confirm, knowledge, models) as room:
+                                     can_confirm, knowledge, models, mcp) as room:
             yield room
 
     @classmethod
@@ -107,7 +113,8 @@ class Room:
     async def open(cls, store: Store, ref: str, resolve: Resolve, *, team: Team | None = None,
                    retry: RetryPolicy = RetryPolicy(),
                    on_event: Callable[[Event], None] | None = None, can_confirm: bool = False,
-                   knowledge: KnowledgeBase | None = None, models: Catalog | None = None) -> AsyncIterator[Room]:
+                   knowledge: KnowledgeBase | None = None, models: Catalog | None = None,
+                   mcp: Hub | None = None) -> AsyncIterator[Room]:
         """Reopen a stored room: history is healed on load, partitions, floor and ledger rebuilt."""
         record = await store.room(ref)
         if record is None:
@@ -117,15 +124,26 @@ class Room:
         workspace = Path(record.meta.get("workspace") or Path.cwd())
         messages = await store.load(record.id)
         async with cls._running_room(store, record, team, resolve, workspace, retry, messages, on_event,
-                                     can_confirm, knowledge, models) as room:
+                                     can_confirm, knowledge, models, mcp) as room:
             yield room
 
     @classmethod
     @asynccontextmanager
     async def _running_room(cls, store, record, team, resolve, workspace, retry, messages,
-                            on_event, can_confirm, knowledge, models) -> AsyncIterator[Room]:
+                            on_event, can_confirm, knowledge, models, mcp) -> AsyncIterator[Room]:
+        async with AsyncExitStack() as stack:
+            if mcp is None and team.mcp_servers:  # a caller with no hub of its own: this room's, closed with it
+                mcp = await stack.enter_async_context(open_hub(default_log_dir()))
+            async with cls._nursery_room(store, record, team, resolve, workspace, retry, messages, on_event,
+                                         can_confirm, knowledge, models, mcp) as room:
+                yield room
+
+    @classmethod
+    @asynccontextmanager
+    async def _nursery_room(cls, store, record, team, resolve, workspace, retry, messages,
+                            on_event, can_confirm, knowledge, models, mcp) -> AsyncIterator[Room]:
         async with trio.open_nursery() as nursery:
-            room = cls(store, record, team, resolve, workspace, nursery, retry, can_confirm)
+            room = cls(store, record, team, resolve, workspace, nursery, retry, can_confirm, mcp)
             if on_event:
                 room.subscribe(on_event)
             room.models = models
@@ -430,7 +448,10 @@ class Room:
         model_string = spec.model or self.members[COMMANDER].spec.model
         provider, model = self._resolve(model_string)
         info = self.models(model_string) if self.models else None
-        tools = Registry([BUILTIN.get(name) or self._room_tools[name] for name in spec.tools])
+        window = spec.context_window or (info.context_window if info else DEFAULT_WINDOW)
+        tools = Registry([BUILTIN.get(name) or self._room_tools[name] for name in spec.tools if not is_grant(name)])
+        if any(is_grant(name) for name in spec.tools):
+            await self._add_mcp_tools(member, tools, window)
         memory = await self.memory.snapshot()
         if member.name == COMMANDER:
             for t in self._commander_tools:
@@ -444,8 +465,30 @@ class Room:
                             memory=memory)
         return Agent(name=member.name, provider=provider, model=model, system=system, tools=tools,
                      workspace=self.workspace, session=self.tool_session, retry=self._retry, cache_key=self.id,
-                     window=spec.context_window or (info.context_window if info else DEFAULT_WINDOW),
-                     budget=spec.request_budget, compact_at=spec.compact_at or (info.compact_at if info else 0.8))
+                     window=window, budget=spec.request_budget, compact_at=spec.compact_at or (info.compact_at if info else 0.8))
+
+    async def _add_mcp_tools(self, member: Member, tools: Registry, window: int) -> None:
+        """The member's MCP tools; a server that started once stays up for every room of this process.
+        What is left out (a server down, a broken schema) is told once, to the user and the member."""
+        if self.mcp is None:
+            problems = ["MCP servers are granted but this room has no MCP hub (open one with open_hub)"]
+        else:
+            found = await toolset(self.mcp, self.mcp_servers, member.spec.tools, window, member.mcp_loaded)
+            for t in found.tools:
+                tools.add(t)
+            if found.deferred:
+                def load(picked) -> None:
+                    for t in picked:
+                        if tools.get(t.name) is None:
+                            tools.add(t)
+                            member.mcp_loaded.add(t.name)
+                tools.add(find_tools(found.deferred, load))
+            problems = found.problems
+        for line in problems:
+            told = line.split("; next start attempt in")[0]
+            if told not in self._mcp_told:
+                self._mcp_told.add(told)
+                await self.bus.notice(line, [USER, member.name])
 
     def roster(self) -> list[AgentDef]:
         return [m.spec for n, m in self.members.items() if n != COMMANDER and not m.anonymous]
@@ -463,7 +506,10 @@ def _commander_spec(team: Team) -> AgentDef:
 
 def _check_tools(spec: AgentDef) -> None:
     for name in spec.tools:
-        if name not in BUILTIN and name not in ROOM_TOOLS:
+        if is_grant(name):
+            if problem := grant_problem(name):
+                raise InputError(f"agent {spec.name!r}: {problem}")
+        elif name not in BUILTIN and name not in ROOM_TOOLS:
             raise InputError(f"agent {spec.name!r}: unknown tool {name!r}; built-in tools: {', '.join(tool_names())}")
 
 

@@ -17,6 +17,7 @@ from orchestrator.core.errors import InputError
 from orchestrator.core.events import Check, Event
 from orchestrator.core.types import Usage
 from orchestrator.core.retry import RetryPolicy
+from orchestrator.mcplink.servers import Hub, open_hub
 from orchestrator.providers.base import Provider
 from orchestrator.providers.registry import Registry
 from orchestrator.providers.scripted import Reply, ScriptedProvider
@@ -90,7 +91,10 @@ async def run_scenario(scn: Scenario, *, db: Path | None = None, workspace: Path
         ws = prepare_workspace(scn, workspace, tmp)
         store = await Store.open(db or Path(tmp) / "room.db")
         try:
-            room_id, problems = await _play(scn, store, resolve, ws, sink, retry, models)
+            async with AsyncExitStack() as stack:
+                # One hub for the whole run, so a restart turn reopens the room, not the MCP servers.
+                hub = await stack.enter_async_context(open_hub(Path(tmp) / "mcp")) if scn.team.mcp_servers else None
+                room_id, problems = await _play(scn, store, resolve, ws, sink, retry, models, hub)
             record = await store.room(room_id)
             outcome = Outcome(messages=await store.load(room_id), events=events, requests=scripted.requests,
                               tasks=await store.tasks(room_id), floor=record.floor if record else "", workspace=ws)
@@ -110,7 +114,7 @@ Resolver = Callable[[str], tuple[Provider, str]]
 
 
 async def _play(scn: Scenario, store: Store, resolve, ws: Path, sink, retry: RetryPolicy,
-                models: Catalog | None) -> tuple[str, list[str]]:
+                models: Catalog | None, hub: Hub | None) -> tuple[str, list[str]]:
     turns = list(scn.turns)
     can_confirm = any(t.confirm for t in turns)  # someone answers only if the scenario does
     problems: list[str] = []
@@ -122,10 +126,10 @@ async def _play(scn: Scenario, store: Store, resolve, ws: Path, sink, retry: Ret
             if room_id is None:
                 room = await stack.enter_async_context(
                     Room.create(store, scn.team, resolve, name=scn.name, workspace=ws, retry=retry, on_event=sink,
-                                can_confirm=can_confirm, models=models))
+                                can_confirm=can_confirm, models=models, mcp=hub))
             else:
                 room = await stack.enter_async_context(Room.open(store, room_id, resolve, retry=retry, on_event=sink,
-                                                                 can_confirm=can_confirm, models=models))
+                                                                 can_confirm=can_confirm, models=models, mcp=hub))
             room_id = room.id
             last = trio.current_time()
             while i < len(turns):

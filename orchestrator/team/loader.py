@@ -9,6 +9,7 @@ import msgspec
 
 from orchestrator.core.document import Document, Parts, read_text
 from orchestrator.core.errors import InputError
+from orchestrator.mcplink import config as mcp_config
 from orchestrator.core.resources import data_dir
 from orchestrator.team.schema import AgentDef, Team, agent_name_problem
 
@@ -96,6 +97,14 @@ def checked_team(doc: Document, at: Parts, team: Team, base: Path, default_model
     commander = _with_file(doc, at + ("commander",), team.commander, base)
     commander = msgspec.structs.replace(commander, name="commander", model=commander.model or default_model)
     _check_tools(doc, at + ("commander",), commander)
+    servers = {}
+    for name, server in team.mcp_servers.items():
+        if problem := mcp_config.check(name, server):
+            raise doc.error(at + ("mcp_servers", name), problem, key=True)
+        # A relative `cwd` is the file's neighbour, wherever the orchestrator is started from.
+        if server.cwd and not Path(server.cwd).expanduser().is_absolute() and "${" not in server.cwd:
+            server = msgspec.structs.replace(server, cwd=str((base / server.cwd).resolve()))
+        servers[name] = server
     agents: list[AgentDef] = []
     first: dict[str, Parts] = {}
     for i, entry in enumerate(team.agents):
@@ -111,7 +120,7 @@ def checked_team(doc: Document, at: Parts, team: Team, base: Path, default_model
         first[agent.name] = name_at
         _check_tools(doc, where, agent)
         agents.append(msgspec.structs.replace(agent, model=agent.model or default_model))
-    return msgspec.structs.replace(team, commander=commander, agents=agents)
+    return msgspec.structs.replace(team, commander=commander, agents=agents, mcp_servers=servers)
 
 
 def _check_tools(doc: Document, where: Parts, agent: AgentDef) -> None:
@@ -119,9 +128,15 @@ def _check_tools(doc: Document, where: Parts, agent: AgentDef) -> None:
 
     known = tool_names()
     for j, name in enumerate(agent.tools):
-        if name not in known:
+        if mcp_config.is_grant(name):
+            problem = mcp_config.grant_problem(name)
+        elif name not in known:
+            problem = f"unknown tool `{name}`; built-in tools: {', '.join(known)}; an MCP server's: `mcp:NAME`"
+        else:
+            problem = None
+        if problem:
             at = where + ("tools", j) if "tools" in doc.keys(where) else where
-            raise doc.error(at, f"unknown tool `{name}`; built-in tools: {', '.join(known)}")
+            raise doc.error(at, problem)
 
 
 def load_team(path: str | Path) -> Team:

@@ -9,6 +9,8 @@ from typing import Annotated
 
 from msgspec import Meta, Struct, field
 
+from orchestrator.mcplink.config import ServerConfig
+
 NonNegative = Annotated[float, Meta(ge=0)]
 PositiveInt = Annotated[int, Meta(gt=0)]
 Count = Annotated[int, Meta(ge=0)]
@@ -69,3 +71,5 @@ class Team(Strict):
     commander: AgentDef = field(default_factory=lambda: AgentDef(name="commander"))
     agents: list[AgentDef] = []
     limits: Limits = field(default_factory=Limits)
+    # Our extension: MCP servers whose tools agents are granted as `mcp:NAME` or `mcp:NAME/TOOL`.
+    mcp_servers: dict[str, ServerConfig] = {}

@@ -2,6 +2,7 @@
 
 A tool's input is a msgspec Struct: its JSON schema is what the model is told, and decoding
 the model's arguments into it is the validation, so a bad call becomes a readable error result.
+A tool from elsewhere (an MCP server) brings a JSON schema instead, checked with jsonschema.
 """
 from __future__ import annotations
 
@@ -47,7 +48,7 @@ Runner = Callable[[Any, ToolContext], Awaitable["str | ToolOutput"]]
 class Tool:
     name: str
     description: str
-    args: type[msgspec.Struct]
+    args: type[msgspec.Struct] | dict[str, Any]  # a Struct, or a JSON schema taken as given
     run: Runner
     read_only: bool = False
     parallel: bool | None = None  # may run beside adjacent calls; defaults to read_only (E13)
@@ -57,14 +58,34 @@ class Tool:
         return self.read_only if self.parallel is None else self.parallel
 
     def spec(self) -> ToolSpec:
+        if isinstance(self.args, dict):  # a JSON schema the tool brought (MCP): not hashable, not cached
+            return ToolSpec(self.name, self.description, self.args)
         return _spec(self.name, self.description, self.args)
+
+    def spec_tokens(self) -> int:
+        """What the tool's schema and description cost in a request, estimated once per tool."""
+        if isinstance(self.args, dict):
+            return estimate(str(self.args)) + estimate(self.description)
+        return _spec_tokens(self.name, self.description, self.args)
 
     def parse(self, raw: dict[str, Any]) -> Any:
         """Validate the model's arguments; raises ToolError naming the offending field."""
+        if isinstance(self.args, dict):
+            return _check_json(self.name, self.args, raw)
         try:
             return msgspec.convert(raw, self.args)
         except msgspec.ValidationError as exc:
             raise ToolError(f"invalid arguments for {self.name}: {exc}") from None
+
+
+def _check_json(name: str, schema: dict[str, Any], raw: dict[str, Any]) -> dict[str, Any]:
+    from jsonschema.validators import validator_for  # present with the tools that bring JSON schemas
+
+    error = next(iter(validator_for(schema)(schema).iter_errors(raw)), None)
+    if error is not None:
+        where = "/".join(str(p) for p in error.absolute_path)
+        raise ToolError(f"invalid arguments for {name}: {error.message}" + (f" at `{where}`" if where else ""))
+    return raw
 
 
 @cache
@@ -112,7 +133,7 @@ class Registry:
 
     def spec_tokens(self) -> int:
         """What the specs add to every request, estimated once per tool (not once per turn)."""
-        return sum(_spec_tokens(t.name, t.description, t.args) for t in self._tools.values())
+        return sum(t.spec_tokens() for t in self._tools.values())
 
     def names(self) -> list[str]:
         return list(self._tools)

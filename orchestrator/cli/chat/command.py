@@ -118,6 +118,7 @@ class Setup:
     name: str
     workspace: Path | None
     scripted: Any = None  # the ScriptedProvider of --scripted, for its `sees` failures
+    mcp: Any = None  # the process's MCP hub: servers start at first use and outlive rooms
 
 
 async def _setup(args: argparse.Namespace, store: Store, stack: AsyncExitStack) -> Setup:
@@ -159,7 +160,12 @@ async def _setup(args: argparse.Namespace, store: Store, stack: AsyncExitStack) 
 
         team = models_of = default_team()
     resolve, models = await resolver(args.model, models_of, scripted, stack)
-    return Setup(team=team, resolve=resolve, models=models, name=name, workspace=workspace, scripted=scripted)
+    from orchestrator.mcplink.config import configured
+    from orchestrator.mcplink.servers import default_log_dir, open_hub
+
+    hub = await stack.enter_async_context(open_hub(default_log_dir(), servers=configured(os.environ)))
+    return Setup(team=team, resolve=resolve, models=models, name=name, workspace=workspace, scripted=scripted,
+                 mcp=hub)
 
 
 async def resolver(model: str | None, team: Team, scripted: Any,

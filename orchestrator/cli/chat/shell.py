@@ -113,7 +113,7 @@ class Shell:
         """Create (ref None) or reopen a room and talk in it; returns the room to open next, None to leave."""
         from orchestrator.room.room import Room
 
-        common = dict(on_event=self.on_event, can_confirm=True, models=self.setup.models)
+        common = dict(on_event=self.on_event, can_confirm=True, models=self.setup.models, mcp=self.setup.mcp)
         if ref is None:
             opening = Room.create(self.store, self.setup.team, self.setup.resolve, name=self.setup.name,
                                   workspace=self.setup.workspace, **common)

@@ -1,0 +1,99 @@
+"""`orchestrator mcp list` (each configured MCP server: does it start, its tools and their annotations)
+and `orchestrator mcp serve` (the team as an MCP server over stdio; mcp_serve.py holds it)."""
+from __future__ import annotations
+
+import argparse
+import os
+from pathlib import Path
+from typing import Any
+
+import msgspec
+import trio
+
+from orchestrator.cli.paths import default_db
+from orchestrator.core.errors import InputError
+from orchestrator.mcplink.config import ServerConfig, configured
+
+
+def _servers(team_file: Path | None) -> dict[str, ServerConfig]:
+    from orchestrator.team.loader import default_team, load_team
+
+    team = load_team(team_file) if team_file else default_team()
+    return {**configured(os.environ), **team.mcp_servers}
+
+
+def _need_sdk() -> None:
+    try:
+        import mcp  # noqa: F401
+    except ImportError:
+        raise InputError("MCP support is not installed: pip install 'groupchat-orchestrator[mcp]'") from None
+
+
+async def cmd_list(args: argparse.Namespace) -> int:
+    servers = _servers(args.team)
+    if not servers:
+        print("no MCP servers configured: add `mcp_servers:` to a team file or [mcp_servers.NAME] to config.toml")
+        return 0
+    _need_sdk()
+    from orchestrator.mcplink.servers import ServerUnavailable, default_log_dir, open_hub
+
+    found: dict[str, dict[str, Any]] = {}
+
+    async def probe(name: str, cfg: ServerConfig) -> None:
+        entry: dict[str, Any] = {"server": name, "transport": "http" if cfg.url else "stdio", "target": cfg.shown()}
+        try:
+            tools = await hub.connection(name, cfg).tools()
+        except ServerUnavailable as exc:
+            entry |= {"starts": False, "error": str(exc)}
+        else:
+            entry |= {"starts": True, "tools": [
+                {"name": t.name, "description": t.description, "annotations": t.annotations,
+                 "approval": cfg.policy(t.name)} for t in tools]}
+        found[name] = entry
+
+    async with open_hub(default_log_dir()) as hub, trio.open_nursery() as nursery:
+        for name, cfg in servers.items():
+            nursery.start_soon(probe, name, cfg)
+    for name in servers:
+        entry = found[name]
+        if args.json:
+            print(msgspec.json.encode(entry).decode())
+            continue
+        print(f"{name}  ({entry['transport']}: {entry['target']})")
+        if not entry["starts"]:
+            print(f"  does not start: {entry['error']}")
+            continue
+        for t in entry["tools"]:
+            notes = ", ".join(f"{k}={v}" for k, v in t["annotations"].items() if k.endswith("Hint"))
+            print(f"  mcp__{name}__{t['name']}  approval={t['approval']}" + (f"  [{notes}]" if notes else ""))
+            if t["description"]:
+                print(f"      {t['description'].strip().splitlines()[0][:100]}")
+    return 0
+
+
+async def cmd_serve(args: argparse.Namespace) -> int:
+    _need_sdk()
+    from orchestrator.cli.chat.command import _setup
+    from orchestrator.cli.mcp_serve import serve
+
+    args.name, args.resume = None, None
+    return await serve(args, _setup)
+
+
+def add_parser(sub: Any) -> None:
+    m = sub.add_parser("mcp", help="MCP: list the configured servers, or serve the team as an MCP server")
+    verbs = m.add_subparsers(dest="mcp_command", required=True)
+    ls = verbs.add_parser("list", help="each configured MCP server: whether it starts, its tools, their annotations")
+    ls.add_argument("--team", type=Path, help="a team file whose mcp_servers to list (besides config.toml's)")
+    ls.add_argument("--json", action="store_true", help="one JSON object per server")
+    ls.set_defaults(fn=cmd_list)
+    s = verbs.add_parser("serve", help="serve the team over stdio as an MCP server (ask_team, list_rooms, "
+                                       "read_room)")
+    s.add_argument("--team", type=Path, help="a team file (default: the agents/ folder's team)")
+    s.add_argument("--model", default=os.environ.get("ORCHESTRATOR_MODEL") or None, metavar="PROVIDER/MODEL",
+                   help="run every agent on this model (default: $ORCHESTRATOR_MODEL)")
+    s.add_argument("--scripted", type=Path, metavar="SCENARIO.yaml",
+                   help="play a scenario's team and scripted models instead of a real model")
+    s.add_argument("--db", type=Path, default=default_db(), help="the SQLite file (default: %(default)s)")
+    s.add_argument("--workspace", type=Path, help="the agents' workspace folder")
+    s.set_defaults(fn=cmd_serve)
