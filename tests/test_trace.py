@@ -321,3 +321,13 @@ async def test_an_endpoint_without_the_extra_is_one_warning(tmp_path, monkeypatc
             assert on == [] and not TRACER.on
     assert [e["event"] for e in logs] == [session.MISSING_EXTRA]
 
+
+
+async def test_an_unwritable_trace_file_is_bad_input(tmp_path):
+    from orchestrator.core.errors import InputError
+    from orchestrator.trace.session import tracing
+
+    with pytest.raises(InputError, match="cannot write the trace file .*: No such file or directory"):
+        async with tracing(tmp_path / "missing" / "t.jsonl", {}):
+            pass
+    assert not TRACER.on
