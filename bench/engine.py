@@ -16,6 +16,9 @@ size runs `--repeat` rounds and the round with the lowest median is reported (no
     .venv/bin/python bench/engine.py --quick          # smoke run (~1 s)
     .venv/bin/python bench/engine.py --profile 1000   # cProfile of 2,000 turns from 1,000 messages
     .venv/bin/python bench/engine.py --profile 1000 --variant tool
+    .venv/bin/python bench/engine.py --tracing on     # spans on: each ended span written to a JSONL file
+
+Tracing is off unless `--tracing on|both`; "on" adds a JSONL sink (a temporary file), as `--trace` does.
 """
 from __future__ import annotations
 
@@ -29,7 +32,9 @@ import pstats
 import random
 import statistics
 import sys
+import tempfile
 import time
+from contextlib import contextmanager
 from pathlib import Path
 
 import msgspec
@@ -44,6 +49,8 @@ from orchestrator.engine.partition import Partition  # noqa: E402
 from orchestrator.engine.runner import Agent, run  # noqa: E402
 from orchestrator.providers.scripted import Reply, ScriptedProvider  # noqa: E402
 from orchestrator.tools.base import Registry, Tool, ToolContext  # noqa: E402
+from orchestrator.trace.jsonl import JsonlSink  # noqa: E402
+from orchestrator.trace.spans import TRACER  # noqa: E402
 
 AGENT = "dev"
 ROOM = "bench"
@@ -225,6 +232,22 @@ def table(variant: str, rows: list[tuple[int, int, int, list[int]]]) -> str:
     return "\n".join(out)
 
 
+@contextmanager
+def tracing(on: bool):
+    """Spans on: every span ends in a JSONL file, as with `orchestrator run --trace`."""
+    if not on:
+        yield
+        return
+    with tempfile.TemporaryDirectory() as tmp:
+        sink = JsonlSink(Path(tmp) / "trace.jsonl")
+        TRACER.add(sink)
+        try:
+            yield
+        finally:
+            TRACER.remove(sink)
+            sink.close()
+
+
 def turns_for(size: int, quick: bool) -> int:
     return 100 if quick else 2_000
 
@@ -235,8 +258,10 @@ async def main_async(args) -> None:
     print()
     mode = (f"history reset every {args.window} turns" if args.window
             else "history grows 2 messages per turn (4 with the tool call)")
-    for variant, tool in (("plain (text reply)", False), ("one tool call per turn", True)):
-        if args.variant not in ("both", "tool" if tool else "plain"):
+    for (variant, tool), traced in itertools.product((("plain (text reply)", False), ("one tool call per turn", True)),
+                                                     (False, True)):
+        if args.variant not in ("both", "tool" if tool else "plain") or \
+                args.tracing not in ("both", "on" if traced else "off"):
             continue
         rows = []
         for size in args.sizes:
@@ -244,14 +269,15 @@ async def main_async(args) -> None:
             best: tuple[int, list[int]] | None = None
             for _ in range(args.repeat):  # keep the least disturbed round (lowest median)
                 gc.collect()
-                samples, end = await measure(size, turns, tool, args.window)
+                with tracing(traced):
+                    samples, end = await measure(size, turns, tool, args.window)
                 if best is None or statistics.median(samples) < statistics.median(best[1]):
                     best = (end, samples)
             rows.append((size, best[0], turns, best[1]))
-        print(table(f"{variant}; {mode}", rows))
+        print(table(f"{variant}; {mode}; tracing {'on (JSONL)' if traced else 'off'}", rows))
         print()
         at = [r for r in rows if r[0] == 1_000]
-        if at:
+        if at and not traced:
             med = statistics.median(at[0][3]) / 1e6
             verdict = "meets" if med < TARGET_MS else "MISSES"
             print(f"Target: < {TARGET_MS} ms/turn at 1,000 messages: median {med:.3f} ms ({verdict}).")
@@ -263,7 +289,8 @@ def profile(args) -> None:
     turns = args.turns or 2_000
     trio.run(measure, 10, 50, tool)
     prof = cProfile.Profile()
-    trio.run(measure, size, turns, tool, args.window, prof)  # profiler on only inside the timed region
+    with tracing(args.tracing == "on"):
+        trio.run(measure, size, turns, tool, args.window, prof)  # profiler on only inside the timed region
     buf = io.StringIO()
     st = pstats.Stats(prof, stream=buf)
     st.sort_stats("tottime").print_stats(args.top)
@@ -283,6 +310,8 @@ def main() -> None:
     ap.add_argument("--variant", choices=("both", "plain", "tool"), default="both")
     ap.add_argument("--window", type=int, default=0, metavar="K",
                     help="restart from the starting history every K turns (default 0: let it grow)")
+    ap.add_argument("--tracing", choices=("off", "on", "both"), default="off",
+                    help="spans off (default), on (to a JSONL file), or both, one table each")
     ap.add_argument("--profile", type=int, metavar="SIZE", help="cProfile the turns at this starting size")
     ap.add_argument("--top", type=int, default=30, help="rows of profile output")
     args = ap.parse_args()

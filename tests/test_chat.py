@@ -4,6 +4,7 @@ ignored: the test types). Plus the View's line handling and the confirmation ans
 """
 from __future__ import annotations
 
+import json
 import os
 import re
 import signal
@@ -492,3 +493,29 @@ async def test_a_confirmation_request_is_asked_inline_and_answered_for_the_run(t
     assert sum("asks to run something risky" in p for p in printed) == 1
     assert sum("commander ← risky: 7 chars" in p for p in printed) == 2  # "removed", twice
     assert any("answered 'run'" in p for p in printed)
+
+
+def test_usage_in_the_shell_and_a_trace_file(tmp_path, term):
+    scn = scenario(tmp_path, "spend", """
+        models:
+          commander:
+            - say: Hello there.
+              usage: {input: 1234, output: 56, cached: 1000}
+            - say: Again.
+        """)
+    t = term("--scripted", scn, "--trace", str(tmp_path / "t.jsonl"))
+    t.wait(r"(?m)^you>")
+    t.line("hi")
+    t.wait(r"commander: Hello there\.")
+    t.line("more")
+    t.wait(r"commander: Again\.")
+    t.line("/usage")
+    t.wait(r"token counts of some calls are estimates")
+    row = next(line for line in t.screen().splitlines() if line.startswith("commander  scripted/scripted"))
+    cells = row.split()
+    assert cells[2] == "2" and cells[5] == "1,000" and cells[-1] == "?"  # two calls, no price for the script
+    assert cells[3].startswith("~") and int(cells[3][1:].replace(",", "")) > 1234  # the second call is estimated
+    t.line("/exit")
+    assert t.exit_status() == 0
+    names = [json.loads(line)["name"] for line in (tmp_path / "t.jsonl").read_text().splitlines()]
+    assert names.count("invoke_workflow spend") == 2 and names.count("chat scripted") == 2

@@ -16,7 +16,7 @@ from orchestrator.core.errors import InputError
 from orchestrator.core.types import ModelMessage, Request, TextBlock
 from orchestrator.providers.anthropic import Anthropic
 from orchestrator.providers.base import complete
-from orchestrator.providers.catalog import UNKNOWN, Catalog
+from orchestrator.providers.catalog import UNKNOWN, Catalog, Price
 from orchestrator.providers.config import Candidate, load_config, mask, ollama_url
 from orchestrator.providers.openai import OpenAICompatible
 from orchestrator.providers.registry import Registry
@@ -224,6 +224,7 @@ def test_the_file_is_found_in_xdg_config_home(tmp_path):
     ("[endpoints.openai]\nbase_url = 'http://x'\n", "'openai' is reserved; use [providers.openai]"),
     ("[endpoints.box]\nbase_url = 'http://x'\nkind = 'gemini'\n", "Invalid enum value 'gemini'"),
     ("[models.\"openai/gpt-4o\"]\ncontext_window = -1\n", "Expected `int` >= 1"),
+    ("[models.\"openai/gpt-4o\"]\ninput_price = -2\n", "Expected `float` >= 0"),
     ("[providers.anthropic]\nheaders = {x-a = 'b'}\n", "headers are supported for OpenAI-compatible servers only"),
     ("[models.\"mystery\"]\ncontext_window = 1000\n", "[models.\"mystery\"]: model 'mystery': say which provider"),
 ])
@@ -297,6 +298,18 @@ def test_overrides_from_the_file(tmp_path):
     with structlog.testing.capture_logs() as logs:
         mine = reg.info("ollama/my-model")
     assert (mine.context_window, mine.max_output, mine.note) == (65_536, 2048, "") and not logs
+
+
+def test_prices_from_the_catalog_and_the_file(tmp_path):
+    reg = registry(tmp_path, FILE + '\n[models."gpt-4o"]\noutput_price = 12.5\n'
+                                    '\n[models."ollama/my-model"]\ninput_price = 0.1\noutput_price = 0.2\n')
+    price = reg.catalog.price
+    assert price("openai", "gpt-4o-2024-08-06") == Price(2.5, 12.5, 1.25)  # only the named price changes
+    assert price("anthropic", "claude-sonnet-4-5-20250929") == Price(3.0, 15.0, 0.3)
+    assert price("ollama", "qwen3:8b") == Price(0, 0, 0)  # served locally
+    assert price("ollama", "my-model") == Price(0.1, 0.2, 0.1)  # no cache price: input's
+    assert price("openai", "my-finetune") is None
+    assert Price(2.5, 10.0, 1.25).cost(1_000_000, 100_000, 400_000) == pytest.approx(0.6 * 2.5 + 0.4 * 1.25 + 1.0)
 
 
 async def test_anthropic_output_cap_comes_from_the_catalog(tmp_path):

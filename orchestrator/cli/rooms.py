@@ -13,6 +13,7 @@ from orchestrator.core.errors import InputError
 from orchestrator.core.events import message_event
 from orchestrator.store.db import Store
 from orchestrator.store.export import to_markdown
+from orchestrator.store.usage import UsageLog, table
 
 
 async def _open_store(db: Path) -> Store:
@@ -47,12 +48,31 @@ async def _load(args):
 
 
 async def cmd_show(args) -> int:
+    if args.usage:
+        return await _usage(args)
     record, messages = await _load(args)
     sink = reader_may_leave(json_out if args.json else Printer())
     for m in messages:
         sink(message_event(m))
     if not args.json:
         print(f"* floor: {record.floor}")
+    return 0
+
+
+async def _usage(args) -> int:
+    """`show ROOM --usage`: per agent and model, priced by the catalog and the config file."""
+    from orchestrator.providers.registry import Registry
+
+    async with Registry.load() as registry:
+        store = await _open_store(args.db)
+        try:
+            record = await store.room(args.room)
+            if record is None:
+                raise InputError(f"no room {args.room!r} in {args.db}; `orchestrator rooms --db {args.db}` lists them")
+            report = await UsageLog(store).report([record.id], registry.catalog.price)
+        finally:
+            await store.close()
+    print(msgspec.json.encode(report).decode() if args.json else table(report))
     return 0
 
 
@@ -78,4 +98,7 @@ def add_parsers(sub: Any) -> None:
             s.add_argument("--format", choices=["jsonl", "md"], default="md")
         else:
             s.add_argument("--json", action="store_true")
+        if name == "show":
+            s.add_argument("--usage", action="store_true",
+                           help="what the room spent per agent and model: calls, tokens, time, cost")
         s.set_defaults(fn=fn)

@@ -4,6 +4,7 @@ Exit codes (scenario-format.md): 0 ran and held, 1 an expectation failed, 2 bad 
 """
 from __future__ import annotations
 
+import sys
 import time
 from contextlib import AsyncExitStack
 from pathlib import Path
@@ -22,13 +23,15 @@ async def cmd_run(args) -> int:
     from orchestrator.providers.registry import Registry
     from orchestrator.scenario.loader import load_scenario
     from orchestrator.scenario.runner import run_scenario
+    from orchestrator.store.usage import summary
+    from orchestrator.trace.session import tracing
 
     scn = load_scenario(args.file)
     sink = reader_may_leave(json_out if args.json else Printer())
     real = [a.model for a in (scn.team.commander, *scn.team.agents) if a.model not in ("scripted", "")]
     async with AsyncExitStack() as stack:
         model: Resolver | None = None
-        models = None
+        models = prices = None
         if args.model or real:
             registry = await stack.enter_async_context(Registry.load())
             if args.model:
@@ -37,9 +40,12 @@ async def cmd_run(args) -> int:
                 for name in real:
                     registry.resolve(name)  # a missing key is bad input, found before any room exists
                 model = registry
-            models = registry.windows(args.model)
+            models, prices = registry.windows(args.model), registry.catalog.price
+        await stack.enter_async_context(tracing(args.trace))
         result = await run_scenario(scn, db=args.db, workspace=args.workspace, model=model, on_event=sink,
-                                    models=models)
+                                    models=models, prices=prices)
+    # the JSON stream carries every `usage` event already: the summary is for people
+    print(summary(result.usage), file=sys.stderr if args.json else sys.stdout)
     if result.failed_run:
         return 3
     return 0 if result.check.ok else 1
@@ -96,6 +102,9 @@ def add_parsers(sub: Any) -> None:
     r.add_argument("--model", help="run every agent on this real model (provider/model)")
     r.add_argument("--db", type=Path, help="keep the room in this SQLite file (default: a temporary one)")
     r.add_argument("--workspace", type=Path, help="the agents' workspace folder")
+    r.add_argument("--trace", type=Path, metavar="FILE.jsonl",
+                   help="write a span (OpenTelemetry GenAI names) per line, agent turn, model call and tool run "
+                        "to this file")
     r.set_defaults(fn=cmd_run)
 
     c = sub.add_parser("check", help="run every scenario and report pass/fail per file")

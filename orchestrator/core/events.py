@@ -52,6 +52,21 @@ class ToolEnd(Event, tag="tool_end"):
     name: str
     result: str
     is_error: bool
+    seconds: float = 0.0  # wall time the tool ran
+
+
+class CallUsage(Event, tag="usage"):
+    """One model call's tokens and wall time; `estimated` when the provider reported no counts."""
+
+    agent: str
+    provider: str
+    model: str
+    input_tokens: int
+    output_tokens: int
+    cached_tokens: int = 0
+    estimated: bool = False
+    seconds: float = 0.0
+    auxiliary: bool = False  # a side call (compaction summary), not the agent's own answer
 
 
 class Compaction(Event, tag="compaction"):
@@ -112,7 +127,7 @@ class Check(Event, tag="check"):
 
 
 AnyEvent = Union[
-    MessageEvent, TextDeltaEvent, ToolStart, ToolEnd, Compaction, Retry, State, TaskEvent,
+    MessageEvent, TextDeltaEvent, ToolStart, ToolEnd, CallUsage, Compaction, Retry, State, TaskEvent,
     Cancelled, Done, ErrorEvent, Confirm, Check,
 ]
 

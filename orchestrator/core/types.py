@@ -141,7 +141,7 @@ StopReason = Literal["end_turn", "tool_use", "max_tokens", "stop_sequence", "ref
 
 class StreamEnd(Struct, tag="end", frozen=True):
     stop_reason: StopReason
-    usage: Usage = Usage()
+    usage: Usage | None = None  # None: the provider reported no counts (the engine estimates them)
 
 
 StreamEvent = Union[TextDelta, ThinkingDelta, ToolCallDone, ToolCallCut, StreamEnd]

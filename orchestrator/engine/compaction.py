@@ -5,13 +5,18 @@ summary is one stored message that names what it replaces, so the swap is one tr
 """
 from __future__ import annotations
 
+import time
+
 import structlog
 
+from orchestrator.core.events import CallUsage
 from orchestrator.core.prompts import render
 from orchestrator.core.tokens import estimate
 from orchestrator.core.types import Draft, Request, TextBlock
+from orchestrator.engine import telemetry
 from orchestrator.engine.budget import cut_points, fit
 from orchestrator.providers.base import complete
+from orchestrator.trace.spans import OFF, Span
 
 log = structlog.get_logger(__name__)
 
@@ -36,12 +41,13 @@ def cut_point(partition, keep: int) -> int | None:
     return best if best is not None else (clean[-1] if clean else None)
 
 
-async def compact(agent, partition, commit, *, window: int, fixed: int,
-                  overflow: bool = False) -> tuple[int, int] | None:
+async def compact(agent, partition, commit, *, window: int, fixed: int, overflow: bool = False,
+                  calls: list[CallUsage] | None = None, span: Span = OFF) -> tuple[int, int] | None:
     """Summarize everything before the cut; returns (tokens before, after), or None when it cannot help.
 
     `fixed` is what every request carries besides history (system prompt, tool definitions). After
     the provider said `overflow`, our window estimate was wrong, so only the newest unit is kept.
+    The summary call's usage is appended to `calls`, whether or not the summary is kept.
     """
     cut = cut_point(partition, 0 if overflow else int(window * KEEP))
     before = partition.tokens + fixed
@@ -53,10 +59,26 @@ async def compact(agent, partition, commit, *, window: int, fixed: int,
                     agent=agent.name, tail_tokens=tail, window=window)
         return None
     older = partition.view[:cut]
+    budget = max(1, window - SUMMARY_OUTPUT - fixed)
     request = Request(agent=agent.name, model=agent.model, system=render("compaction.md.j2"),
-                      messages=fit(older, partition.sizes[:cut], max(1, window - SUMMARY_OUTPUT - fixed)),
+                      messages=fit(older, partition.sizes[:cut], budget),
                       max_output_tokens=SUMMARY_OUTPUT, auxiliary=True, cache_key=agent.cache_key)
-    summary = (await complete(agent.provider, request)).blocks
+    sent = estimate(request.system) + min(sum(partition.sizes[:cut]), budget)
+    chat = telemetry.chat_span(agent.provider.id, span, request)
+    started = time.perf_counter()
+    try:
+        response = await complete(agent.provider, request)
+    except BaseException as exc:
+        chat.end(exc)
+        raise
+    usage = response.usage or telemetry.estimated_usage(sent, response.blocks)
+    telemetry.end_chat(chat, request.model, usage, response.usage is None, response.stop_reason, response.blocks)
+    if calls is not None:
+        calls.append(CallUsage(ts=time.time(), agent=agent.name, provider=agent.provider.id, model=agent.model,
+                               input_tokens=usage.input, output_tokens=usage.output, cached_tokens=usage.cached,
+                               estimated=response.usage is None, seconds=time.perf_counter() - started,
+                               auxiliary=True))
+    summary = response.blocks
     text = render("summary.md.j2", summary="".join(b.text for b in summary if isinstance(b, TextBlock)).strip())
     if estimate(text) >= sum(partition.sizes[:cut]):  # a summary no shorter than its source helps nobody
         log.warning("compaction skipped: the summary is no shorter than what it would replace", agent=agent.name)

@@ -81,6 +81,13 @@ class Partition:
         if self._place(msg) and (msg.author != self.viewer if addressed is None else addressed):
             self.unread += 1
 
+    def size_of(self, message_id: str) -> int | None:
+        """The estimated tokens of a message in the view (newest first: it is usually the last one)."""
+        for i in range(len(self.ids) - 1, -1, -1):
+            if self.ids[i] == message_id:
+                return self.sizes[i]
+        return None
+
     def _place(self, msg: Message) -> bool:
         model = to_model(msg, self.viewer)
         if model is None:

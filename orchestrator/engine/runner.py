@@ -6,22 +6,25 @@ and whoever drives it decides who may see what. `run` is the non-streaming entry
 from __future__ import annotations
 
 import time
-from functools import lru_cache
 from contextlib import aclosing
 from dataclasses import dataclass, field
+from functools import lru_cache
 from pathlib import Path
 from typing import AsyncIterator, Awaitable, Callable, Protocol
 
 import trio
 
 from orchestrator.core.errors import ContextOverflowError, ProviderError
-from orchestrator.core.events import Compaction, Done, Event, Retry, TextDeltaEvent, ToolEnd, ToolStart
+from orchestrator.core.events import (
+    CallUsage, Compaction, Done, Event, Retry, TextDeltaEvent, ToolEnd, ToolStart,
+)
 from orchestrator.core.prompts import render
 from orchestrator.core.types import (
     Block, Draft, Message, MessageKind, Request, TextBlock, TextDelta, ToolCallBlock, ToolResultBlock,
     Usage, block_text,
 )
 from orchestrator.core.tokens import estimate
+from orchestrator.engine import telemetry
 from orchestrator.engine.budget import fit
 from orchestrator.engine.compaction import compact
 from orchestrator.engine.loopguard import LoopGuard
@@ -31,6 +34,8 @@ from orchestrator.engine.toolcalls import execute_group, groups
 from orchestrator.providers.base import Assembler, Provider
 from orchestrator.tools.base import Registry
 from orchestrator.tools.session import ToolSession
+from orchestrator.trace import semconv as sc
+from orchestrator.trace.spans import Span
 
 CANCELLED = "cancelled: the group was stopped before this tool finished"
 
@@ -81,93 +86,136 @@ def _draft(agent: Agent, kind: MessageKind, blocks: list[Block], provider: str =
     return Draft(author=agent.name, kind=kind, blocks=blocks, visible_to=[agent.name], provider=provider, model=model)
 
 
-async def run_turn(agent: Agent, partition: Partition, commit: Commit,
-                   meter: Meter | None = None) -> AsyncIterator[Event]:
+async def run_turn(agent: Agent, partition: Partition, commit: Commit, meter: Meter | None = None,
+                   links: tuple[Span, ...] = ()) -> AsyncIterator[Event]:
     """One turn over `partition`: model call, tools, again, until the model stops calling tools.
 
     The caller has already committed the user's line (S3). Drafts passed to `commit` carry
-    `visible_to=[agent]`; the caller widens them by its own rules.
+    `visible_to=[agent]`; the caller widens them by its own rules. The turn's span nests under the
+    caller's current span; `links` name spans it follows from without being inside them.
     """
-    guard = LoopGuard()
-    usage = Usage()
-    while True:
-        # Read every round: a tool may add tools for the next request (find_tools loads MCP schemas).
-        specs = agent.tools.specs()
-        fixed = _system_tokens(agent.system) + agent.tools.spec_tokens()
-        if meter:
-            meter.on_call(agent.name)
-        await trio.lowlevel.checkpoint_if_cancelled()  # a stop (or a limit just hit) sends nothing more
-        # E5: checked before every call, so after each tool round and also for agents that only talk
-        if partition.tokens + fixed >= agent.compact_at * agent.window:
-            if done := await compact(agent, partition, commit, window=agent.window, fixed=fixed):
-                yield Compaction(ts=time.time(), agent=agent.name, tokens_before=done[0], tokens_after=done[1])
-        attempt, compacted = 0, False
+    # never made current: this generator yields, and a consumer may leave it suspended for good
+    span = telemetry.agent_span(agent.name, agent.provider.id, agent.model, links)
+    try:
+        guard = LoopGuard()
+        usage = Usage()
         while True:
-            attempt += 1
-            request = Request(agent=agent.name, model=agent.model, system=agent.system,
-                              messages=list(fit(partition.view, partition.sizes, agent.request_budget - fixed)),
-                              tools=specs, max_output_tokens=agent.max_output_tokens, cache_key=agent.cache_key)
-            partition.mark_read()
-            asm = Assembler()
-            try:
-                async with aclosing(agent.provider.stream(request)) as stream:
-                    async for ev in stream:
-                        asm.feed(ev)
-                        if isinstance(ev, TextDelta):
-                            yield TextDeltaEvent(ts=time.time(), agent=agent.name, text=ev.text)
-                break
-            except ContextOverflowError:
-                # E10: compact and retry once; if that cannot help, the overflow goes up (E9)
-                if compacted or (done := await compact(agent, partition, commit, window=agent.window,
-                                                       fixed=fixed, overflow=True)) is None:
-                    raise
-                compacted = True
-                yield Compaction(ts=time.time(), agent=agent.name, tokens_before=done[0], tokens_after=done[1])
-            except ProviderError as exc:
-                delay = agent.retry.delay(attempt, exc)
-                if delay is None:
-                    raise
-                yield Retry(ts=time.time(), agent=agent.name, attempt=attempt, reason=exc.kind, delay=delay)
-                await trio.sleep(delay)
-        response = asm.response
-        usage = Usage(usage.input + response.usage.input, usage.output + response.usage.output,
-                      usage.cached + response.usage.cached)
-        if meter:
-            meter.on_usage(agent.name, response.usage)
-        calls = response.calls
-        if response.blocks:
-            await commit(_draft(agent, "tool_call" if calls else "text", response.blocks,
-                                agent.provider.id, agent.model))
-        if not calls:
-            if partition.unread:  # a line arrived while the model spoke: answer it in this turn (G10)
-                continue
-            yield Done(ts=time.time(), agent=agent.name, stop_reason=response.stop_reason,
-                       result=block_text(response.blocks), input_tokens=usage.input,
-                       output_tokens=usage.output, cached_tokens=usage.cached)
-            return
-        # A call cut off by the output limit is answered with an error and never run (its arguments are
-        # incomplete); the turn then ends, since asking again would most likely be cut again.
-        verdicts = ["cut" if c.id in response.cut else guard.see(c.name, c.input) for c in calls]
-        ended: list[str] = []
-        async with aclosing(_run_calls(agent, calls, verdicts, commit, ended, response.cut)) as round_events:
-            async for ev in round_events:
-                yield ev
-        if "nudge" in verdicts:
-            await commit(_draft(agent, "notice", [TextBlock(render("loop_nudge.md.j2", count=guard.count))]))
-        if "stop" in verdicts:
-            yield Done(ts=time.time(), agent=agent.name, stop_reason="loop_detected",
-                       result=render("loop_stop.md.j2"), input_tokens=usage.input,
-                       output_tokens=usage.output, cached_tokens=usage.cached)
-            return
-        if ended or "cut" in verdicts:
-            yield Done(ts=time.time(), agent=agent.name, stop_reason=ended[0] if ended else "max_tokens",
-                       result=block_text(response.blocks), input_tokens=usage.input, output_tokens=usage.output,
-                       cached_tokens=usage.cached)
-            return
+            # Read every round: a tool may add tools for the next request (find_tools loads MCP schemas).
+            specs = agent.tools.specs()
+            fixed = _system_tokens(agent.system) + agent.tools.spec_tokens()
+            if meter:
+                meter.on_call(agent.name)
+            await trio.lowlevel.checkpoint_if_cancelled()  # a stop (or a limit just hit) sends nothing more
+            # E5: checked before every call, so after each tool round and also for agents that only talk
+            if partition.tokens + fixed >= agent.compact_at * agent.window:
+                side: list[CallUsage] = []
+                done = await compact(agent, partition, commit, window=agent.window, fixed=fixed, calls=side, span=span)
+                for ev in side:
+                    yield ev
+                if done:
+                    yield _compacted(agent, span, done)
+            attempt, compacted = 0, False
+            while True:
+                attempt += 1
+                request = Request(agent=agent.name, model=agent.model, system=agent.system,
+                                  messages=list(fit(partition.view, partition.sizes, agent.request_budget - fixed)),
+                                  tools=specs, max_output_tokens=agent.max_output_tokens, cache_key=agent.cache_key)
+                sent = fixed + min(partition.tokens, agent.request_budget - fixed)
+                partition.mark_read()
+                asm = Assembler()
+                chat = telemetry.chat_span(agent.provider.id, span, request)
+                started = time.perf_counter()
+                try:
+                    try:
+                        async with aclosing(agent.provider.stream(request)) as stream:
+                            async for ev in stream:
+                                asm.feed(ev)
+                                if isinstance(ev, TextDelta):
+                                    yield TextDeltaEvent(ts=time.time(), agent=agent.name, text=ev.text)
+                    except BaseException as exc:
+                        chat.end(exc)
+                        raise
+                    break
+                except ContextOverflowError:
+                    # E10: compact and retry once; if that cannot help, the overflow goes up (E9)
+                    side = []
+                    if not compacted:
+                        done = await compact(agent, partition, commit, window=agent.window, fixed=fixed,
+                                             overflow=True, calls=side, span=span)
+                    for ev in side:
+                        yield ev
+                    if compacted or done is None:
+                        raise
+                    compacted = True
+                    yield _compacted(agent, span, done)
+                except ProviderError as exc:
+                    delay = agent.retry.delay(attempt, exc)
+                    if delay is None:
+                        raise
+                    span.event(sc.RETRY, {sc.ATTEMPT: attempt, sc.REASON: exc.kind, sc.DELAY: delay})
+                    yield Retry(ts=time.time(), agent=agent.name, attempt=attempt, reason=exc.kind, delay=delay)
+                    await trio.sleep(delay)
+            response = asm.response
+            seconds = time.perf_counter() - started
+            calls = response.calls
+            msg = None
+            if response.blocks:
+                msg = await commit(_draft(agent, "tool_call" if calls else "text", response.blocks,
+                                          agent.provider.id, agent.model))
+            # No counts from the provider: the partition has just estimated what came back.
+            call = response.usage or telemetry.estimated_usage(sent, response.blocks,
+                                                               msg and partition.size_of(msg.id))
+            telemetry.end_chat(chat, agent.model, call, response.usage is None, response.stop_reason, response.blocks)
+            usage = Usage(usage.input + call.input, usage.output + call.output, usage.cached + call.cached)
+            yield CallUsage(ts=time.time(), agent=agent.name, provider=agent.provider.id, model=agent.model,
+                            input_tokens=call.input, output_tokens=call.output, cached_tokens=call.cached,
+                            estimated=response.usage is None, seconds=seconds)
+            if meter:
+                meter.on_usage(agent.name, call)
+            if not calls:
+                if partition.unread:  # a line arrived while the model spoke: answer it in this turn (G10)
+                    continue
+                yield _done(span, agent, response.stop_reason, block_text(response.blocks), usage)
+                return
+            # A call cut off by the output limit is answered with an error and never run (its arguments are
+            # incomplete); the turn then ends, since asking again would most likely be cut again.
+            verdicts = ["cut" if c.id in response.cut else guard.see(c.name, c.input) for c in calls]
+            ended: list[str] = []
+            async with aclosing(_run_calls(agent, calls, verdicts, commit, ended, response.cut, span)) as round_events:
+                async for ev in round_events:
+                    yield ev
+            if "nudge" in verdicts:
+                await commit(_draft(agent, "notice", [TextBlock(render("loop_nudge.md.j2", count=guard.count))]))
+            if "stop" in verdicts:
+                yield _done(span, agent, "loop_detected", render("loop_stop.md.j2"), usage)
+                return
+            if ended or "cut" in verdicts:
+                yield _done(span, agent, ended[0] if ended else "max_tokens", block_text(response.blocks), usage)
+                return
+    except BaseException as exc:  # a stop, an error, or a consumer that went away: the span says which
+        span.end(exc)
+        raise
+    finally:
+        span.end()
+
+
+def _compacted(agent: Agent, span: Span, done: tuple[int, int]) -> Compaction:
+    span.event(sc.COMPACTION, {sc.TOKENS_BEFORE: done[0], sc.TOKENS_AFTER: done[1]})
+    return Compaction(ts=time.time(), agent=agent.name, tokens_before=done[0], tokens_after=done[1])
+
+
+def _done(span: Span, agent: Agent, stop_reason: str, result: str, usage: Usage) -> Done:
+    """The turn's last event; its span ends here, whatever the consumer does after reading it."""
+    if span.recording:
+        span.update({sc.STOP_REASON: stop_reason, sc.USAGE_INPUT_TOKENS: usage.input,
+                     sc.USAGE_OUTPUT_TOKENS: usage.output, sc.USAGE_CACHE_READ_INPUT_TOKENS: usage.cached})
+        span.end()
+    return Done(ts=time.time(), agent=agent.name, stop_reason=stop_reason, result=result,
+                input_tokens=usage.input, output_tokens=usage.output, cached_tokens=usage.cached)
 
 
 async def _run_calls(agent: Agent, calls: list[ToolCallBlock], verdicts: list[str],
-                     commit: Commit, ended: list[str], cut: dict[str, str]) -> AsyncIterator[Event]:
+                     commit: Commit, ended: list[str], cut: dict[str, str], span: Span) -> AsyncIterator[Event]:
     """Execute, then commit results in declared order; on cancel, every open call gets a result.
 
     Calls whose verdict is "stop" (the loop guard) or "cut" (incomplete arguments) are answered, not run.
@@ -180,10 +228,10 @@ async def _run_calls(agent: Agent, calls: list[ToolCallBlock], verdicts: list[st
                 yield ToolStart(ts=time.time(), agent=agent.name, call_id=call.id, name=call.name, input=call.input)
             runnable = [c for c, i in zip(batch, group) if verdicts[i] not in ("stop", "cut")]
             siblings = tuple(calls)
-            done = {r.call_id: (r, end) for r, end in
-                    await execute_group(runnable, agent.tools, agent.name, agent.session, siblings)}
+            done = {r.call_id: (r, end, secs) for r, end, secs in
+                    await execute_group(runnable, agent.tools, agent.name, agent.session, siblings, span)}
             for call in batch:
-                result, end = done.get(call.id, (None, None))
+                result, end, seconds = done.get(call.id, (None, None, 0.0))
                 if end:
                     ended.append(end)
                 result = result or (_cut_result(call, cut[call.id]) if call.id in cut else
@@ -191,7 +239,7 @@ async def _run_calls(agent: Agent, calls: list[ToolCallBlock], verdicts: list[st
                 await commit(_draft(agent, "tool_result", [result]))
                 answered.add(call.id)
                 yield ToolEnd(ts=time.time(), agent=agent.name, call_id=call.id, name=call.name,
-                              result=result.content, is_error=result.is_error)
+                              result=result.content, is_error=result.is_error, seconds=seconds)
     except BaseException:
         with trio.CancelScope(shield=True):
             for call in calls:
@@ -199,11 +247,6 @@ async def _run_calls(agent: Agent, calls: list[ToolCallBlock], verdicts: list[st
                     await commit(_draft(agent, "tool_result", [
                         ToolResultBlock(call.id, call.name, CANCELLED, True)]))
         raise
-
-
-def _cut_result(call: ToolCallBlock, partial: str) -> ToolResultBlock:
-    head = " ".join(partial.split())[:160]
-    return ToolResultBlock(call.id, call.name, render("cut_call.md.j2", size=f"{len(partial):,}", head=head), True)
 
 
 async def run(agent: Agent, partition: Partition, commit: Commit, meter: Meter | None = None) -> Done:
@@ -216,3 +259,7 @@ async def run(agent: Agent, partition: Partition, commit: Commit, meter: Meter |
     assert done is not None
     return done
 
+
+def _cut_result(call: ToolCallBlock, partial: str) -> ToolResultBlock:
+    head = " ".join(partial.split())[:160]
+    return ToolResultBlock(call.id, call.name, render("cut_call.md.j2", size=f"{len(partial):,}", head=head), True)

@@ -5,13 +5,16 @@ and a failing or unknown tool becomes an error result for the model, never a cra
 """
 from __future__ import annotations
 
+import time
 
 import structlog
 import trio
 
 from orchestrator.core.types import ToolCallBlock, ToolResultBlock
+from orchestrator.engine import telemetry
 from orchestrator.tools.base import Registry, ToolContext, ToolError, ToolOutput
 from orchestrator.tools.session import ToolSession
+from orchestrator.trace.spans import Span, active
 
 log = structlog.get_logger(__name__)
 
@@ -32,8 +35,31 @@ def _concurrent(call: ToolCallBlock, registry: Registry) -> bool:
     return tool is not None and tool.concurrent
 
 
-async def execute(call: ToolCallBlock, registry: Registry, ctx: ToolContext) -> tuple[ToolResultBlock, str | None]:
-    """The call's result, and the stop reason if the tool ends the turn."""
+Run = tuple[ToolResultBlock, str | None, float]  # the result, the stop reason if any, seconds
+
+
+async def execute(call: ToolCallBlock, registry: Registry, ctx: ToolContext, parent: Span | None = None) -> Run:
+    """The call's result, the stop reason if the tool ends the turn, and its wall time.
+
+    Its `execute_tool` span is current while the tool runs, so work it starts (a dispatched
+    worker's turn) nests under it.
+    """
+    span = telemetry.tool_span(call, parent)
+    started = time.perf_counter()
+    if not span.recording:
+        result, end = await _execute(call, registry, ctx)
+        return result, end, time.perf_counter() - started
+    try:
+        with active(span):
+            result, end = await _execute(call, registry, ctx)
+    except BaseException as exc:
+        span.end(exc)
+        raise
+    telemetry.end_tool(span, result.content, result.is_error)
+    return result, end, time.perf_counter() - started
+
+
+async def _execute(call: ToolCallBlock, registry: Registry, ctx: ToolContext) -> tuple[ToolResultBlock, str | None]:
     tool = registry.get(call.name)
     if tool is None:
         known = ", ".join(registry.names()) or "none"
@@ -52,16 +78,16 @@ async def execute(call: ToolCallBlock, registry: Registry, ctx: ToolContext) -> 
 
 
 async def execute_group(calls: list[ToolCallBlock], registry: Registry, agent: str, session: ToolSession,
-                        siblings: tuple[ToolCallBlock, ...]) -> list[tuple[ToolResultBlock, str | None]]:
+                        siblings: tuple[ToolCallBlock, ...], parent: Span | None = None) -> list[Run]:
     def ctx(call: ToolCallBlock) -> ToolContext:
         return ToolContext(agent=agent, call_id=call.id, session=session, siblings=siblings)
 
     if len(calls) == 1:
-        return [await execute(calls[0], registry, ctx(calls[0]))]
+        return [await execute(calls[0], registry, ctx(calls[0]), parent)]
     results: list = [None] * len(calls)
 
     async def one(i: int) -> None:
-        results[i] = await execute(calls[i], registry, ctx(calls[i]))
+        results[i] = await execute(calls[i], registry, ctx(calls[i]), parent)
 
     async with trio.open_nursery() as nursery:
         for i in range(len(calls)):

@@ -26,7 +26,7 @@ class Provider(Protocol):
 class Response(Struct, kw_only=True):
     blocks: list[Block] = field(default_factory=list)
     stop_reason: str = "end_turn"
-    usage: Usage = Usage()
+    usage: Usage | None = None  # as the provider reported it
     cut: dict[str, str] = field(default_factory=dict)  # call id -> the arguments that arrived (ToolCallCut)
 
     @property

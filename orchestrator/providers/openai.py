@@ -240,7 +240,7 @@ class ChunkParser:
         self.keys = keys or []
         self.done = False
         self.finish_reason: str | None = None
-        self.usage = Usage()
+        self.usage: Usage | None = None
         self._calls: dict[int, _Call] = {}
 
     def feed(self, sse: SSE) -> list[StreamEvent]:

@@ -49,6 +49,9 @@ class Registry:
         self.config = config
         overrides = {}
         for key, override in config.models.items():
+            if key.startswith("scripted/"):  # the scenarios' model: priced only to try the cost figures
+                overrides[key] = override
+                continue
             try:
                 name, model = self.split(key)
             except InputError as exc:

@@ -15,7 +15,6 @@ import trio
 from msgspec import Struct, field
 
 from orchestrator.core.errors import ERROR_KINDS, ScriptExhausted
-from orchestrator.core.tokens import estimate
 from orchestrator.core.types import (
     Request, StreamEnd, StreamEvent, TextBlock, TextDelta, ThinkingBlock, ThinkingDelta,
     ToolCallBlock, ToolCallDone, ToolResultBlock, Usage,
@@ -108,19 +107,15 @@ class ScriptedProvider:
             raise ERROR_KINDS[reply.error](f"scripted {reply.error} error", provider=self.id,
                                            retry_after=reply.retry_after)
         await trio.sleep(0)
-        out = 0
         if reply.think:
             yield ThinkingDelta(reply.think, signature(reply.think))
-            out += estimate(reply.think)
         if reply.say:
             for piece in _chunks(reply.say):
                 yield TextDelta(piece)
                 await trio.sleep(0)
-            out += estimate(reply.say)
         for i, (name, args) in enumerate(reply.calls):
             yield ToolCallDone(f"call_{queue}_{n}_{i}", name, args)
-        usage = reply.usage or Usage(input=0, output=out)
-        yield StreamEnd("tool_use" if reply.calls else "end_turn", usage)
+        yield StreamEnd("tool_use" if reply.calls else "end_turn", reply.usage)
 
     def _check(self, request: Request, reply: Reply, where: str) -> None:
         if reply.sees is None and reply.not_sees is None:
@@ -141,4 +136,4 @@ class ScriptedProvider:
                     break
         await trio.sleep(0)
         yield TextDelta("Summary of the earlier conversation:\n" + "\n".join(lines))
-        yield StreamEnd("end_turn", Usage())
+        yield StreamEnd("end_turn")

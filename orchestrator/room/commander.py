@@ -15,9 +15,12 @@ from orchestrator.core.prompts import render
 from orchestrator.core.types import Draft, TextBlock
 from orchestrator.room.bus import Bus
 from orchestrator.room.ledger import Ledger
+from orchestrator.room.lines import Lines
 from orchestrator.room.members import COMMANDER, USER, Member, TurnFailed
 from orchestrator.team.schema import AgentDef
 from orchestrator.tools.base import Tool, ToolContext, ToolError, ToolOutput
+from orchestrator.trace import semconv as sc
+from orchestrator.trace.spans import OFF, Span, active, current, root
 
 
 class Host(Protocol):
@@ -25,12 +28,13 @@ class Host(Protocol):
 
     bus: Bus
     ledger: Ledger
+    lines: Lines
     members: dict[str, Member]
     workers: trio.CapacityLimiter  # max_workers: extra workers queue here
 
     def roster(self) -> list[AgentDef]: ...
     def anonymous_member(self, call_id: str, batch: list[str]) -> Member: ...
-    async def turn(self, member: Member, mode: str) -> Done: ...
+    async def turn(self, member: Member, mode: str, links: tuple[Span, ...] = ()) -> Done: ...
     def spawn(self, fn, *args) -> None: ...
     def wake(self, name: str) -> None: ...
     def report_ready(self) -> None: ...
@@ -66,12 +70,12 @@ async def _assign(room: Host, member: Member, task: str, *, visible_to: list[str
                            visible_to=visible_to))
 
 
-async def _work(room: Host, member: Member, task_id: str, mode: str) -> str:
+async def _work(room: Host, member: Member, task_id: str, mode: str, links: tuple[Span, ...] = ()) -> str:
     """Run the assignment and close its ledger entry, whatever way it ends."""
     status, result = "cancelled", "stopped"
     try:
         async with room.workers:
-            done = await room.turn(member, mode)
+            done = await room.turn(member, mode, links)
         status, result = "done", done.result
         return done.result
     except TurnFailed as exc:
@@ -93,10 +97,13 @@ def commander_tools(room: Host) -> list[Tool]:
             return report or f"{member.name} finished task {rec.id} without a report"
 
         async def in_background() -> None:
-            try:
-                await _work(room, member, rec.id, "visible")
-            except ToolError:
-                pass  # the ledger and the error event already tell the commander
+            # It outlives this call: its span sits under the user line, linked to the call that started it.
+            dispatch = current()
+            with active(root(dispatch) or OFF):
+                try:
+                    await _work(room, member, rec.id, "visible", (dispatch,) if dispatch else ())
+                except ToolError:
+                    pass  # the ledger and the error event already tell the commander
             room.report_ready()
 
         room.spawn(in_background)
@@ -123,6 +130,7 @@ def commander_tools(room: Host) -> list[Tool]:
                             f"to give it work instead")
         last = next((m.text for m in reversed(room.members[COMMANDER].partition.messages) if m.author == USER), "")
         await room.set_floor(member.name)
+        room.lines.event(sc.HANDOFF, COMMANDER, member.name)
         await room.bus.post(Draft(author=COMMANDER, kind="task", visible_to=[member.name, USER],
                                blocks=[TextBlock(render("handoff.md.j2", note=args.note, last_line=last))]))
         room.wake(member.name)

@@ -16,7 +16,7 @@ import structlog
 import trio
 
 from orchestrator.core.errors import TOO_LONG, InputError, OrchestratorError, ProviderError
-from orchestrator.core.events import Cancelled, Done, ErrorEvent, Event, ToolEnd
+from orchestrator.core.events import CallUsage, Cancelled, Done, ErrorEvent, Event, ToolEnd
 from orchestrator.core.prompts import render
 from orchestrator.core.retry import RetryPolicy
 from orchestrator.core.types import Draft, Message, TextBlock, ToolResultBlock
@@ -35,15 +35,19 @@ from orchestrator.room.commander import commander_tools
 from orchestrator.room.floor import Floor
 from orchestrator.room.ledger import Ledger
 from orchestrator.room.limits import Meter, deadline
+from orchestrator.room.lines import Lines
 from orchestrator.room.members import ANONYMOUS, COMMANDER, USER, Member, TurnFailed, anonymous_name
 from orchestrator.room.questions import Questions
 from orchestrator.store.db import RoomRecord, Store
+from orchestrator.store.usage import UsageLog, UsageRow
 from orchestrator.team.schema import AgentDef, Team
 from orchestrator.tools.base import Registry
 from orchestrator.tools.builtin import BUILTIN, ROOM_TOOLS, tool_names
 from orchestrator.tools.kb_tool import kb_tool
 from orchestrator.tools.memory_tool import memory_tool
 from orchestrator.tools.session import Answer, ToolSession
+from orchestrator.trace import semconv as sc
+from orchestrator.trace.spans import OFF, Span, active, current, root
 
 log = structlog.get_logger(__name__)
 
@@ -71,6 +75,8 @@ class Room:
         self._floor = Floor(store, self.id, record.floor, self.bus.publish)
         self.ledger = Ledger(store, self.id, self.bus.publish, nursery.start_soon)
         self.questions = Questions(self.bus.publish, self.bus.notice, self._wake_waiters, can_confirm)
+        self.lines = Lines(record.name, self.id)  # each user line's trace
+        self.usage = UsageLog(store)  # what each model call and tool run spent
         self._scopes: set[trio.CancelScope] = set()
         self._running = 0  # room tasks alive: turns, background work, a limit's stop
         self._jobs = 0  # shell jobs alive: not "running" for idle, but a stop waits for them
@@ -231,7 +237,10 @@ class Room:
         visible = [USER, target] if target == COMMANDER else [USER, target, COMMANDER]
         msg = await self.bus.post(Draft(author=USER, kind="user", blocks=[TextBlock(text)], visible_to=visible),
                                notify=(target,))
-        self.wake(target)
+        line = self.lines.open()
+        with active(line):  # the tasks this line starts inherit it
+            self.wake(target)
+        self.lines.settle(line)
         if self.team.limits.max_turn_seconds and self._running:
             self._nursery.start_soon(deadline, self.team.limits.max_turn_seconds, self.idle,
                                      lambda: self.meter, self.meter, self.halt)
@@ -263,6 +272,7 @@ class Room:
 
     async def stop(self, reason: str = "stopped by the user") -> None:
         """Group cancellation (G9), the only stop path: every agent, worker and tool in the room."""
+        self.lines.stop(reason)
         self._cancel_all()
         await self._quiet(0)
         await self._stopped(reason)
@@ -277,6 +287,7 @@ class Room:
         if self._halting:
             return
         self._halting = reason
+        self.lines.stop(reason)
         self._cancel_all()
         self._running += 1  # counted, so idle() waits for the report too; not scoped, so it survives the stop
         self._nursery.start_soon(self._finish_halt, reason)
@@ -305,7 +316,7 @@ class Room:
         if self._halting:
             self._after_halt.append(name)
         elif member.active == 0:
-            self.spawn(self._respond, member)
+            self.spawn(self._respond, member, current())
 
     def spawn(self, fn, *args) -> None:
         """Run fn in the room's nursery under its own cancel scope, counted for idle and stop."""
@@ -325,9 +336,10 @@ class Room:
                 args[0].active += 1
         else:
             self._jobs += 1
-        self._nursery.start_soon(self._guarded, scope, fn, args, counted)
+        line = self.lines.hold() if counted else None  # a shell job may outlive its line
+        self._nursery.start_soon(self._guarded, scope, fn, args, counted, line)
 
-    async def _guarded(self, scope: trio.CancelScope, fn, args, counted: bool) -> None:
+    async def _guarded(self, scope: trio.CancelScope, fn, args, counted: bool, line: Span | None) -> None:
         try:
             with scope:
                 await fn(*args)
@@ -338,6 +350,7 @@ class Room:
             self.bus.publish(ErrorEvent(ts=time.time(), message=f"internal error: {exc}", error_class="internal"))
         finally:
             self._scopes.discard(scope)
+            self.lines.release(line)
             if counted:
                 if args and isinstance(args[0], Member):
                     args[0].active -= 1
@@ -346,9 +359,15 @@ class Room:
                 self._jobs -= 1
                 self._settling.unpark_all()
 
-    async def _respond(self, member: Member) -> None:
-        """A conversational turn: the commander, the floor owner or a mentioned member answers."""
-        await self.turn(member, "commander" if member.name == COMMANDER else "visible")
+    async def _respond(self, member: Member, woken_by: Span | None) -> None:
+        """A conversational turn: the commander, the floor owner or a mentioned member answers.
+
+        Its span sits under the user line, linked to what woke it when that was not the line itself
+        (a handoff's tool call, a background report)."""
+        line = root(woken_by) or OFF
+        links = (woken_by,) if woken_by is not None and woken_by is not line else ()
+        with active(line):
+            await self.turn(member, "commander" if member.name == COMMANDER else "visible", links)
         reports = member.name == COMMANDER and self.floor == COMMANDER and self.ledger.unread()
         if member.partition.unread or reports:
             member.active -= 1  # a line or a report landed after the model's last word: answer it too
@@ -372,7 +391,7 @@ class Room:
         self.members[name] = member
         return member
 
-    async def turn(self, member: Member, mode: str) -> Done:
+    async def turn(self, member: Member, mode: str, links: tuple[Span, ...] = ()) -> Done:
         """Run one engine turn for `member`. `mode` decides who sees its words:
         commander -> the user; visible -> the user and the commander; foreground -> the user
         (the commander gets the report as a tool result); hidden -> nobody else.
@@ -380,19 +399,34 @@ class Room:
         async with member.lock:
             agent = await self._agent(member)
             done: Done | None = None
+            spent: list[UsageRow] = []
             try:
                 async with aclosing(run_turn(agent, member.partition, self._committer(member, mode),
-                                             self.meter)) as events:
+                                             self.meter, links)) as events:
                     async for ev in events:
                         self.bus.publish(ev)
                         if isinstance(ev, Done):
                             done = ev
+                        elif isinstance(ev, (CallUsage, ToolEnd)):
+                            spent.append(self._spent(agent, ev))
             except ProviderError as exc:
                 raise self._failed(member, _explain(exc), exc.kind) from None
             except OrchestratorError as exc:
                 raise self._failed(member, str(exc), type(exc).__name__) from None
+            finally:
+                if spent:  # one write per turn, also when it was stopped or failed
+                    with trio.CancelScope(shield=True):
+                        await self.usage.add(spent)
             assert done is not None
             return done
+
+    def _spent(self, agent: Agent, ev: CallUsage | ToolEnd) -> UsageRow:
+        if isinstance(ev, CallUsage):
+            return UsageRow(room=self.id, ts=ev.ts, agent=ev.agent, provider=ev.provider, model=ev.model,
+                            kind="model", input_tokens=ev.input_tokens, output_tokens=ev.output_tokens,
+                            cached_tokens=ev.cached_tokens, estimated=ev.estimated, seconds=ev.seconds)
+        return UsageRow(room=self.id, ts=ev.ts, agent=ev.agent, provider=agent.provider.id, model=agent.model,
+                        kind="tool", name=ev.name, seconds=ev.seconds)
 
     def _failed(self, member: Member, message: str, error_class: str) -> TurnFailed:
         self.bus.publish(ErrorEvent(ts=time.time(), message=message, error_class=error_class, agent=member.name))
@@ -423,6 +457,7 @@ class Room:
                     self.bus.publish(ToolEnd(ts=time.time(), agent=member.name, call_id=res.call_id,
                                           name=res.name, result=res.content, is_error=True))
             if handed and await self._floor.hand_back(member.name):
+                self.lines.event(sc.HANDBACK, member.name, COMMANDER)
                 await self._pending_after_handback(member)
             return msg
 

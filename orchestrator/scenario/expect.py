@@ -9,7 +9,7 @@ import re
 from dataclasses import dataclass
 from pathlib import Path
 
-from orchestrator.core.events import ErrorEvent, Event
+from orchestrator.core.events import CallUsage, ErrorEvent, Event
 from orchestrator.core.types import Message, Request
 from orchestrator.providers.scripted import request_text
 from orchestrator.scenario.schema import Expect
@@ -79,9 +79,25 @@ def check(expect: Expect, out: Outcome, *, scripted: bool = True) -> list[str]:
                 and m.result and m.result.name == item.name and m.result.is_error)
         if n != item.count:
             fails.append(f"tool_errors: {item.agent} got {n} error result(s) from {item.name}, expected {item.count}")
+    if scripted:
+        fails += _usage(expect, out.events)
     if expect.error is not None and not any(expect.error in e.message for e in out.errors()):
         got = "; ".join(e.message for e in out.errors()) or "no error"
         fails.append(f"error: expected an error containing {expect.error!r}, got: {got}")
+    return fails
+
+
+def _usage(expect: Expect, events: list[Event]) -> list[str]:
+    fails = []
+    for item in expect.usage:
+        calls = [e for e in events if isinstance(e, CallUsage) and _is(e.agent, item.agent)]
+        got = {"calls": len(calls), "input": sum(e.input_tokens for e in calls),
+               "output": sum(e.output_tokens for e in calls), "cached": sum(e.cached_tokens for e in calls),
+               "estimated": any(e.estimated for e in calls)}
+        for key, value in got.items():
+            want = getattr(item, key)
+            if want is not None and value != want:
+                fails.append(f"usage: {item.agent} {key} is {value}, expected {want}")
     return fails
 
 

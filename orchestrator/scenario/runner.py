@@ -19,12 +19,14 @@ from orchestrator.core.types import Usage
 from orchestrator.core.retry import RetryPolicy
 from orchestrator.mcplink.servers import Hub, open_hub
 from orchestrator.providers.base import Provider
+from orchestrator.providers.catalog import Catalog as ModelCatalog
 from orchestrator.providers.registry import Registry
 from orchestrator.providers.scripted import Reply, ScriptedProvider
 from orchestrator.room.room import Catalog, Room
 from orchestrator.scenario.expect import Outcome, check
 from orchestrator.scenario.schema import Scenario, ScriptItem
 from orchestrator.store.db import Store
+from orchestrator.store.usage import PriceOf, UsageLog, UsageReport
 
 
 @dataclass
@@ -33,7 +35,7 @@ class Result:
     outcome: Outcome
     room_id: str
     error_expected: bool
-
+    usage: UsageReport  # every room the run opened, priced
     @property
     def failed_run(self) -> bool:
         """The run itself failed (an error no expectation asked for): exit code 3."""
@@ -42,7 +44,7 @@ class Result:
 
 def reply(item: ScriptItem) -> Reply:
     fail = item.failure()
-    usage = Usage(item.usage.input, item.usage.output) if item.usage else None
+    usage = Usage(item.usage.input, item.usage.output, item.usage.cached) if item.usage else None
     return Reply(say=item.say, think=item.think, calls=item.tool_calls(), delay=item.delay,
                  error=fail.kind if fail else None, retry_after=fail.retry_after if fail else None,
                  sees=item.sees, not_sees=item.not_sees, usage=usage)
@@ -65,9 +67,11 @@ def prepare_workspace(scn: Scenario, override: Path | None, stack_dir: str) -> P
 
 async def run_scenario(scn: Scenario, *, db: Path | None = None, workspace: Path | None = None,
                        model: Resolver | None = None, on_event: Callable[[Event], None] | None = None,
-                       retry: RetryPolicy = RetryPolicy(), models: Catalog | None = None) -> Result:
+                       retry: RetryPolicy = RetryPolicy(), models: Catalog | None = None,
+                       prices: PriceOf | None = None) -> Result:
     """Run every turn, then check `expect`. `model` replaces the scripted model for every agent;
-    `models` gives real models' windows (the scripted model keeps the default)."""
+    `models` gives real models' windows (the scripted model keeps the default), `prices` what
+    they cost (default: the built-in catalog's list prices)."""
     events: list[Event] = []
 
     def sink(ev: Event) -> None:
@@ -94,7 +98,8 @@ async def run_scenario(scn: Scenario, *, db: Path | None = None, workspace: Path
             async with AsyncExitStack() as stack:
                 # One hub for the whole run, so a restart turn reopens the room, not the MCP servers.
                 hub = await stack.enter_async_context(open_hub(Path(tmp) / "mcp")) if scn.team.mcp_servers else None
-                room_id, problems = await _play(scn, store, resolve, ws, sink, retry, models, hub)
+                rooms, problems = await _play(scn, store, resolve, ws, sink, retry, models, hub)
+                room_id = rooms[-1]
             record = await store.room(room_id)
             outcome = Outcome(messages=await store.load(room_id), events=events, requests=scripted.requests,
                               tasks=await store.tasks(room_id), floor=record.floor if record else "", workspace=ws)
@@ -105,7 +110,8 @@ async def run_scenario(scn: Scenario, *, db: Path | None = None, workspace: Path
                 fails += [f"error: {e.message}" for e in outcome.errors()]
             result = Check(ts=time.time(), room=room_id, ok=not fails, failures=fails)
             sink(result)
-            return Result(result, outcome, room_id, scn.expect.error is not None)
+            usage = await UsageLog(store).report(rooms, prices or ModelCatalog().price)
+            return Result(result, outcome, room_id, scn.expect.error is not None, usage)
         finally:
             await store.close()
 
@@ -114,8 +120,10 @@ Resolver = Callable[[str], tuple[Provider, str]]
 
 
 async def _play(scn: Scenario, store: Store, resolve, ws: Path, sink, retry: RetryPolicy,
-                models: Catalog | None, hub: Hub | None) -> tuple[str, list[str]]:
+                models: Catalog | None, hub: Hub | None) -> tuple[list[str], list[str]]:
+    """Returns the ids of the rooms it opened, in order, and the problems found on the way."""
     turns = list(scn.turns)
+    rooms: list[str] = []
     can_confirm = any(t.confirm for t in turns)  # someone answers only if the scenario does
     problems: list[str] = []
     room_id: str | None = None
@@ -131,6 +139,8 @@ async def _play(scn: Scenario, store: Store, resolve, ws: Path, sink, retry: Ret
                 room = await stack.enter_async_context(Room.open(store, room_id, resolve, retry=retry, on_event=sink,
                                                                  can_confirm=can_confirm, models=models, mcp=hub))
             room_id = room.id
+            if room_id not in rooms:
+                rooms.append(room_id)
             last = trio.current_time()
             while i < len(turns):
                 turn = turns[i]
@@ -155,7 +165,7 @@ async def _play(scn: Scenario, store: Store, resolve, ws: Path, sink, retry: Ret
                         problems.append(f"turns[{i - 1}]: confirm: no confirmation request was open")
             else:
                 await _settle(room, None, problems)
-                return room_id, problems
+                return rooms, problems
         if fresh:
             room_id = None
 

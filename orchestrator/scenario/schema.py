@@ -19,6 +19,7 @@ class ErrorSpec(Strict):
 class Usage(Strict):
     input: Count = 0
     output: Count = 0
+    cached: Count = 0  # of `input`, the tokens read from the provider's prompt cache
 
 
 class ScriptItem(Strict):
@@ -91,6 +92,17 @@ class ToolErrorItem(Strict):
     count: Count
 
 
+class UsageItem(Strict):
+    """What one agent's model calls added up to (every call, summaries included); unset figures are not checked."""
+
+    agent: str
+    calls: Count | None = None
+    input: Count | None = None
+    output: Count | None = None
+    cached: Count | None = None
+    estimated: bool | None = None  # whether any call's counts were the engine's estimate
+
+
 class Expect(Strict):
     floor: str | None = None
     transcript: list[TranscriptItem] = []
@@ -103,6 +115,7 @@ class Expect(Strict):
     error: str | None = None
     no_files: list[str] = []
     tool_errors: list[ToolErrorItem] = []
+    usage: list[UsageItem] = []
 
 
 class Scenario(Strict):

@@ -10,7 +10,7 @@ import os
 import sys
 import tempfile
 from contextlib import AsyncExitStack, contextmanager
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable, Iterator
 
@@ -19,8 +19,10 @@ import trio
 from orchestrator.cli.chat.shell import Shell
 from orchestrator.cli.paths import default_db
 from orchestrator.core.errors import InputError
+from orchestrator.providers.catalog import Catalog
 from orchestrator.store.db import Store
 from orchestrator.team.schema import Team
+from orchestrator.trace.session import tracing
 
 
 def add_parser(subparsers: Any) -> argparse.ArgumentParser:
@@ -40,6 +42,9 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
     c.add_argument("--workspace", type=Path, help="the agents' workspace folder (default: the current folder; "
                                                   "with --scripted, the scenario's or a temporary one)")
     c.add_argument("--name", default=None, help="the new room's name (default: chat, or the scenario's name)")
+    c.add_argument("--trace", type=Path, metavar="FILE.jsonl",
+                   help="write a span (OpenTelemetry GenAI names) per line, agent turn, model call and tool "
+                        "run to this file")
     c.set_defaults(fn=cmd_chat)
     return c
 
@@ -119,6 +124,8 @@ class Setup:
     workspace: Path | None
     scripted: Any = None  # the ScriptedProvider of --scripted, for its `sees` failures
     mcp: Any = None  # the process's MCP hub: servers start at first use and outlive rooms
+    # (provider, model) -> the catalog's prices, for /usage; config overrides when a registry is loaded
+    prices: Callable[[str, str], Any] = field(default_factory=lambda: Catalog().price)
 
 
 async def _setup(args: argparse.Namespace, store: Store, stack: AsyncExitStack) -> Setup:
@@ -159,19 +166,19 @@ async def _setup(args: argparse.Namespace, store: Store, stack: AsyncExitStack) 
         from orchestrator.team.loader import default_team
 
         team = models_of = default_team()
-    resolve, models = await resolver(args.model, models_of, scripted, stack)
+    resolve, models, prices = await resolver(args.model, models_of, scripted, stack)
     from orchestrator.mcplink.config import configured
     from orchestrator.mcplink.servers import default_log_dir, open_hub
 
     hub = await stack.enter_async_context(open_hub(default_log_dir(), servers=configured(os.environ)))
-    return Setup(team=team, resolve=resolve, models=models, name=name, workspace=workspace, scripted=scripted,
-                 mcp=hub)
+    return Setup(team=team, resolve=resolve, models=models, prices=prices, name=name, workspace=workspace,
+                 scripted=scripted, mcp=hub)
 
 
-async def resolver(model: str | None, team: Team, scripted: Any,
-                   stack: AsyncExitStack) -> tuple[Callable[[str], tuple[Any, str]], Callable[[str], Any] | None]:
-    """Model strings to (provider, model id), and to their catalog entries: the one place where the
-    shell meets the provider registry.
+async def resolver(model: str | None, team: Team, scripted: Any, stack: AsyncExitStack
+                   ) -> tuple[Callable[[str], tuple[Any, str]], Callable[[str], Any] | None, Callable[[str, str], Any]]:
+    """Model strings to (provider, model id), and to their catalog entries; and the prices: the one
+    place where the shell meets the provider registry.
 
     `--model` puts every agent on that model. Otherwise each agent's own model string is routed
     (`scripted` and "" to the --scripted script); an agent without a model needs `--model`.
@@ -181,7 +188,7 @@ async def resolver(model: str | None, team: Team, scripted: Any,
 
     strings = {a.model for a in (team.commander, *team.agents)}
     if scripted is not None and model is None and strings <= {"", "scripted"}:
-        return (lambda _model: (scripted, "scripted")), None
+        return (lambda _model: (scripted, "scripted")), None, Catalog().price
     registry = await stack.enter_async_context(Registry.load())
     if model is None and scripted is None and "" in strings:
         raise _which_model(registry)
@@ -197,7 +204,7 @@ async def resolver(model: str | None, team: Team, scripted: Any,
             return scripted, "scripted"
         return registry.resolve(model_string)
 
-    return resolve, registry.windows(model)
+    return resolve, registry.windows(model), registry.catalog.price
 
 
 def _which_model(registry: Any) -> InputError:
@@ -225,4 +232,5 @@ async def _chat(args: argparse.Namespace, interactive: bool) -> int:
         store = await Store.open(db)
         stack.push_async_callback(store.close)
         setup = await _setup(args, store, stack)
+        await stack.enter_async_context(tracing(args.trace))
         return await Shell(args, store, setup, interactive).run()

@@ -28,6 +28,7 @@ COMMANDS = {
     "/stop": "stop every agent in the room (same as Ctrl-C while agents work)",
     "/floor": "who answers your next line without an @name",
     "/ledger": "the room's tasks: assignee, status, result summary",
+    "/usage": "what this room spent: model calls, tokens, time and cost per agent and model",
     "/who": "the members of the room",
     "/rooms": "the rooms in this database",
     "/resume": "/resume ID: leave this room and continue a stored one",
@@ -232,6 +233,11 @@ class Shell:
             for t in tasks:
                 result = f" → {short(t.result, 60)}" if t.result else ""
                 self._print(f"{t.id}  {t.agent:<12} {t.kind:<8} {t.status:<9} {short(t.task, 50)}{result}")
+        elif cmd == "/usage":
+            from orchestrator.store.usage import table
+
+            for ln in table(await room.usage.report([room.id], self.setup.prices)).splitlines():
+                self._print(ln)
         elif cmd == "/who":
             self._who(room)
         elif cmd == "/rooms":

@@ -1,0 +1,159 @@
+"""What a room spent: one row per model call and per tool run, summed per agent and model, and priced.
+
+The room writes each turn's rows when the turn ends, stopped or failed ones included; the cost is
+computed when shown, from the catalog's prices (config overrides included).
+"""
+from __future__ import annotations
+
+from typing import Callable, Literal, Protocol
+
+import msgspec
+import sqlite_utils
+
+from orchestrator.store.db import Store, immediate
+
+
+class Price(Protocol):
+    """A model's prices (providers/catalog.py's Price)."""
+
+    def cost(self, input_tokens: int, output_tokens: int, cached_tokens: int) -> float: ...
+
+
+PriceOf = Callable[[str, str], "Price | None"]  # (provider id, model id) -> prices, if known
+
+
+class UsageRow(msgspec.Struct, kw_only=True, frozen=True):
+    room: str
+    ts: float
+    agent: str
+    provider: str
+    model: str
+    kind: Literal["model", "tool"]
+    name: str = ""  # the tool's name
+    input_tokens: int = 0
+    output_tokens: int = 0
+    cached_tokens: int = 0
+    estimated: bool = False  # our token estimate: the provider reported no counts
+    seconds: float = 0.0
+
+
+class UsageLine(msgspec.Struct, kw_only=True):
+    """One agent on one model: the row of `show --usage` (and of its JSON)."""
+
+    agent: str
+    provider: str
+    model: str
+    calls: int = 0
+    input_tokens: int = 0
+    output_tokens: int = 0
+    cached_tokens: int = 0
+    estimated_calls: int = 0  # calls whose counts are our estimate
+    model_seconds: float = 0.0
+    tool_calls: int = 0
+    tool_seconds: float = 0.0
+    cost: float | None = None  # US dollars; None when the model's prices are unknown
+
+
+class UsageReport(msgspec.Struct, kw_only=True):
+    rooms: list[str]
+    lines: list[UsageLine]
+    total: UsageLine
+
+
+_COLUMNS = {"room": str, "ts": float, "agent": str, "provider": str, "model": str, "kind": str, "name": str,
+            "input_tokens": int, "output_tokens": int, "cached_tokens": int, "estimated": bool, "seconds": float}
+_INSERT = "INSERT INTO usage ({}) VALUES ({})".format(", ".join(_COLUMNS), ", ".join(":" + c for c in _COLUMNS))
+_TOTALS = """SELECT agent, provider, model,
+    sum(kind = 'model') AS calls, sum(input_tokens) AS input_tokens, sum(output_tokens) AS output_tokens,
+    sum(cached_tokens) AS cached_tokens, sum(kind = 'model' AND estimated) AS estimated_calls,
+    total(CASE WHEN kind = 'model' THEN seconds END) AS model_seconds,
+    sum(kind = 'tool') AS tool_calls, total(CASE WHEN kind = 'tool' THEN seconds END) AS tool_seconds
+  FROM usage WHERE room IN (SELECT value FROM json_each(?)) GROUP BY agent, provider, model ORDER BY min(rowid)"""
+
+
+class UsageLog:
+    """The `usage` table's owner; it shares the store's connection and writer."""
+
+    def __init__(self, store: Store):
+        self._store = store
+        self._ready = False
+
+    async def add(self, rows: list[UsageRow]) -> None:
+        await self._call(_insert, [msgspec.structs.asdict(r) for r in rows])
+
+    async def report(self, rooms: list[str], price_of: PriceOf) -> UsageReport:
+        """Totals over these rooms, one line per agent and model, in the order they first spent."""
+        lines = [msgspec.convert(r, UsageLine) for r in await self._call(_totals, rooms)]
+        for line in lines:
+            price = price_of(line.provider, line.model)
+            if price is not None:
+                line.cost = price.cost(line.input_tokens, line.output_tokens, line.cached_tokens)
+        total = UsageLine(agent="all", provider="", model="")
+        for line in lines:
+            for f in ("calls", "input_tokens", "output_tokens", "cached_tokens", "estimated_calls",
+                      "model_seconds", "tool_calls", "tool_seconds"):
+                setattr(total, f, getattr(total, f) + getattr(line, f))
+        if lines and all(line.cost is not None for line in lines):
+            total.cost = sum(line.cost for line in lines)
+        return UsageReport(rooms=rooms, lines=lines, total=total)
+
+    async def _call(self, fn, *args):
+        if not self._ready:
+            await self._store.call(_create)
+            self._ready = True
+        return await self._store.call(fn, *args)
+
+
+def _create(db: sqlite_utils.Database) -> None:
+    with immediate(db):
+        db["usage"].create(_COLUMNS, if_not_exists=True)
+        db["usage"].create_index(["room"], if_not_exists=True)
+
+
+def _insert(db: sqlite_utils.Database, rows: list[dict]) -> None:
+    with immediate(db):
+        db.conn.executemany(_INSERT, rows)
+
+
+def _totals(db: sqlite_utils.Database, rooms: list[str]) -> list[dict]:
+    return list(db.query(_TOTALS, [msgspec.json.encode(rooms).decode()]))
+
+
+# --- what people read -------------------------------------------------------------------------
+
+def table(report: UsageReport) -> str:
+    """The `show --usage` / `/usage` table: one line per agent and model, then the total."""
+    head = ("agent", "model", "calls", "input", "output", "cached", "model s", "tools", "tool s", "cost $")
+    rows = [_cells(line) for line in report.lines]
+    if len(report.lines) > 1:
+        rows.append(_cells(report.total))
+    widths = [max(len(h), *(len(r[i]) for r in rows)) if rows else len(h) for i, h in enumerate(head)]
+    out = ["  ".join(h.ljust(w) if i < 2 else h.rjust(w) for i, (h, w) in enumerate(zip(head, widths)))]
+    for r in rows:
+        out.append("  ".join(c.ljust(w) if i < 2 else c.rjust(w) for i, (c, w) in enumerate(zip(r, widths))))
+    if not report.lines:
+        out.append("(no model calls recorded in this room)")
+    if report.total.estimated_calls:
+        out.append("~ token counts of some calls are estimates: their provider reported none")
+    if any(line.cost is None for line in report.lines):
+        out.append("? no price known for this model: set input_price/output_price in [models.\"PROVIDER/MODEL\"]")
+    return "\n".join(out)
+
+
+def summary(report: UsageReport) -> str:
+    """The one line at the end of `orchestrator run`."""
+    t = report.total
+    mark = "~" if t.estimated_calls else ""
+    cost = f"${t.cost:.4f}" if t.cost is not None else "cost unknown"
+    return (f"usage: {t.calls} model call{'s' * (t.calls != 1)}, {mark}{t.input_tokens:,} in / "
+            f"{mark}{t.output_tokens:,} out ({t.cached_tokens:,} cached), {t.model_seconds:.1f} s in models, "
+            f"{t.tool_seconds:.1f} s in tools, {cost}")
+
+
+def _cells(line: UsageLine) -> list[str]:
+    mark = "~" if line.estimated_calls else ""
+    model = f"{line.provider}/{line.model}" if line.provider else ""
+    cost = "?" if line.cost is None else f"{line.cost:.4f}"
+    return [line.agent, model, str(line.calls), f"{mark}{line.input_tokens:,}", f"{mark}{line.output_tokens:,}",
+            f"{line.cached_tokens:,}", f"{line.model_seconds:.2f}", str(line.tool_calls), f"{line.tool_seconds:.2f}",
+            cost]
