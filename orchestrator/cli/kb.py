@@ -14,7 +14,7 @@ from pathlib import Path
 import msgspec
 import trio
 
-from orchestrator.cli.paths import default_db
+from orchestrator.cli.paths import default_db, private_file
 from orchestrator.core.errors import InputError, ProviderError
 from orchestrator.memory.embeddings import ENV_MODEL, HttpEmbedder, embedder_from_config
 from orchestrator.memory.ingest import add_files, find_files
@@ -60,7 +60,7 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
 @asynccontextmanager
 async def _knowledge(args: argparse.Namespace, *, create: bool = False) -> AsyncIterator[SqliteKnowledgeBase]:
     if create:
-        args.db.parent.mkdir(parents=True, exist_ok=True)
+        private_file(args.db)
     elif not args.db.exists():
         raise InputError(f"{args.db}: no such database; pass --db PATH or set ORCHESTRATOR_DB")
     store = await Store.open(args.db)

@@ -17,7 +17,7 @@ from pathlib import Path
 import msgspec
 import trio
 
-from orchestrator.cli.paths import default_db
+from orchestrator.cli.paths import default_db, private_file
 from orchestrator.core.errors import InputError
 from orchestrator.memory import scan
 from orchestrator.memory.notes import TARGETS, Conflict, Memory, NoteError, Target
@@ -52,7 +52,7 @@ async def _memory(db: Path, *, create: bool = False) -> AsyncIterator[Memory]:
     if not db.exists():
         if not create:
             raise InputError(f"{db}: no such database; pass --db PATH or set ORCHESTRATOR_DB")
-        db.parent.mkdir(parents=True, exist_ok=True)
+        private_file(db)
     store = await Store.open(db)
     try:
         yield Memory(store)

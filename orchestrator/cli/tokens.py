@@ -43,7 +43,7 @@ async def cmd_tokens(args: argparse.Namespace) -> int:
 
 
 def add_parser(subparsers) -> argparse.ArgumentParser:
-    p = subparsers.add_parser("tokens", help="estimate the tokens of files, as the engine counts them (E6)")
+    p = subparsers.add_parser("tokens", help="estimate the tokens of files, as the engine counts them")
     p.add_argument("paths", nargs="+", metavar="PATH", help="files to estimate; - reads standard input")
     p.add_argument("--json", action="store_true", help='one {"path", "tokens"} object per line')
     p.set_defaults(fn=cmd_tokens)

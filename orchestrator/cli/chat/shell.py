@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import argparse
 import os
+import shlex
 import signal
 from dataclasses import dataclass
 from pathlib import Path
@@ -16,6 +17,7 @@ import trio
 
 from orchestrator.cli.chat.prompt import Prompt
 from orchestrator.cli.chat.view import View, short
+from orchestrator.cli.paths import default_db, private_file
 from orchestrator.core.errors import InputError
 from orchestrator.core.events import Done, Event, message_event
 from orchestrator.store.db import Store
@@ -40,7 +42,7 @@ HELP = """\
 Type a line to talk to the room; it goes to the floor owner (the commander unless it handed off).
   @name line    address one member directly (Tab completes names); @commander takes the floor back
   a line typed while agents work is picked up by them at their next step
-  Ctrl-C        stop every agent (G9); at an idle prompt, twice to leave
+  Ctrl-C        stop every agent; at an idle prompt, twice to leave
   o / r / d     answer a confirmation request: this once, this run, deny
   //text        send a line that starts with "/"
 """ + "\n".join(f"  {cmd:<13} {text}" for cmd, text in COMMANDS.items())
@@ -67,7 +69,7 @@ class Shell:
         self._leave = trio.CancelScope()
         self._failures = 0
         self._last_room: str | None = None
-        history = Path(args.db).parent / "chat_history" if getattr(args, "db", None) else None
+        history = private_file(Path(args.db).parent / "chat_history") if getattr(args, "db", None) else None
         self.prompt = Prompt(self.view, history, lambda: self.room, lambda: self.room_name, COMMANDS, interactive)
 
     # output
@@ -107,6 +109,7 @@ class Shell:
                     with trio.CancelScope(shield=True):
                         await self.prompt.gone()
                 nursery.cancel_scope.cancel()
+        self.goodbye()
         return 0
 
     async def _room(self, ref: str | None) -> str | None:
@@ -134,6 +137,7 @@ class Shell:
             self._last_room = room.id
             try:
                 if ref is None:
+                    await self._remember(room)
                     self.say(f"room {room.record.name} ({room.id}) · {self.args.db} · /help for commands")
                 else:
                     self.say(f"resumed room {room.record.name} ({room.id}) · floor: {room.floor}")
@@ -143,6 +147,20 @@ class Shell:
                     if room.busy:
                         await room.stop("the shell left the room")
                 self.room = None
+
+    async def _remember(self, room) -> None:
+        """What `--resume` needs to go on as this room started: its model, or the scenario it plays."""
+        extra = {"model": self.args.model, "scripted": str(self.args.scripted) if self.args.scripted else None}
+        extra = {k: v for k, v in extra.items() if v}
+        if extra:
+            await self.store.set_meta(room.id, {**room.record.meta, **extra})
+
+    def goodbye(self) -> None:
+        """How to come back to the room just left."""
+        if self._last_room is None:
+            return
+        db = "" if Path(self.args.db) == default_db() else f" --db {shlex.quote(str(self.args.db))}"
+        self.say(f"resume with: orchestrator chat --resume {self._last_room}{db}")
 
     async def _converse(self, room) -> str | None:
         while True:
@@ -164,6 +182,8 @@ class Shell:
                 continue
             if nxt is not None:
                 return nxt.ref
+            if not self.interactive:  # piped lines take turns, as typed ones would after each reply
+                await room.question_or_idle()
 
     def _interrupt(self) -> None:
         room = self.room

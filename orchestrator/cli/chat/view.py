@@ -150,10 +150,11 @@ class View(Printer):
         author = ev.author
         if ev.kind in ("text", "tool_call"):
             st = self.streams.pop(author, None)
-            text = ev.text.rstrip()
-            first = True
+            text, first = ev.text, True
+            # compared before stripping: `printed` keeps the newline that ended its last line
             if st is not None and text.startswith(st.printed):
                 text, first = text[len(st.printed):], st.lines == 0
+            text = text.rstrip()
             if text:
                 for i, line in enumerate(text.split("\n")):
                     self._text(author, line, first=first and i == 0, hidden=hidden)
