@@ -460,7 +460,7 @@ async def test_a_confirmation_request_is_asked_inline_and_answered_for_the_run(t
                                             Reply(say="All clean.")]})
     team = Team(commander=AgentDef(name="commander", model="scripted", tools=["risky"]))
     store = await Store.open(tmp_path / "rooms.db")
-    args = SimpleNamespace(db=tmp_path / "rooms.db", resume=None, team=None, scripted=None)
+    args = SimpleNamespace(db=tmp_path / "rooms.db", resume=None, team=None, scripted=None, model=None)
     setup = Setup(team=team, resolve=lambda _m: (model, "scripted"), models=None, name="chat", workspace=tmp_path)
     shell = Shell(args, store, setup, interactive=False)
     printed: list[str] = []

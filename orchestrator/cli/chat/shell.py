@@ -18,8 +18,8 @@ import trio
 from orchestrator.cli.chat.prompt import Prompt
 from orchestrator.cli.chat.view import View, short
 from orchestrator.cli.paths import default_db, private_file
-from orchestrator.core.errors import InputError
-from orchestrator.core.events import Done, Event, message_event
+from orchestrator.core.errors import FATAL_KINDS, InputError
+from orchestrator.core.events import Done, ErrorEvent, Event, message_event
 from orchestrator.store.db import Store
 
 _ANSWERS = {"o": "once", "once": "once", "this once": "once",
@@ -68,6 +68,7 @@ class Shell:
         self._nursery: trio.Nursery | None = None
         self._leave = trio.CancelScope()
         self._failures = 0
+        self.exit_code = 0
         self._last_room: str | None = None
         history = private_file(Path(args.db).parent / "chat_history") if getattr(args, "db", None) else None
         self.prompt = Prompt(self.view, history, lambda: self.room, lambda: self.room_name, COMMANDS, interactive)
@@ -84,6 +85,10 @@ class Shell:
 
     def on_event(self, ev: Event) -> None:
         self.view(ev)
+        if isinstance(ev, ErrorEvent) and ev.error_class in FATAL_KINDS:  # every later line would fail alike
+            self.say("the shell leaves: fix the model or the address, then resume the room")
+            self.exit_code = 3
+            self._leave.cancel()
         scripted = self.setup.scripted
         if isinstance(ev, Done) and scripted is not None and len(scripted.failures) > self._failures:
             for f in scripted.failures[self._failures:]:
@@ -110,7 +115,7 @@ class Shell:
                         await self.prompt.gone()
                 nursery.cancel_scope.cancel()
         self.goodbye()
-        return 0
+        return self.exit_code
 
     async def _room(self, ref: str | None) -> str | None:
         """Create (ref None) or reopen a room and talk in it; returns the room to open next, None to leave."""
