@@ -8,6 +8,7 @@ from __future__ import annotations
 import argparse
 import os
 import shlex
+import shutil
 import signal
 from dataclasses import dataclass
 from pathlib import Path
@@ -16,10 +17,11 @@ from typing import Any
 import trio
 
 from orchestrator.cli.chat.prompt import Prompt
-from orchestrator.cli.chat.view import View, short
+from orchestrator.cli.chat.view import View, short, wrap
 from orchestrator.cli.paths import default_db, private_file
 from orchestrator.core.errors import FATAL_KINDS, InputError
 from orchestrator.core.events import Done, ErrorEvent, Event, message_event
+from orchestrator.providers.catalog import UNKNOWN
 from orchestrator.store.db import Store
 
 _ANSWERS = {"o": "once", "once": "once", "this once": "once",
@@ -76,7 +78,8 @@ class Shell:
     # output
     def _print(self, line: str) -> None:
         if self.prompt.lines is not None:
-            self.prompt.lines.line(line)  # whole lines only, above the prompt
+            for row in wrap(line, shutil.get_terminal_size().columns):
+                self.prompt.lines.line(row)  # whole lines only, above the prompt
         else:
             print(line, flush=True)
 
@@ -146,12 +149,24 @@ class Shell:
                     self.say(f"room {room.record.name} ({room.id}) · {self.args.db} · /help for commands")
                 else:
                     self.say(f"resumed room {room.record.name} ({room.id}) · floor: {room.floor}")
+                self._uncatalogued(room)
                 return await self._converse(room)
             finally:
                 with trio.CancelScope(shield=True), trio.move_on_after(10):
                     if room.busy:
                         await room.stop("the shell left the room")
                 self.room = None
+
+    def _uncatalogued(self, room) -> None:
+        """Models the catalog does not know run with a small assumed window: say so once, with the fix."""
+        if self.setup.models is None:
+            return
+        strings = {self.args.model} if self.args.model else {m.spec.model for m in room.members.values()}
+        for model in sorted(strings - {"", "scripted", None}):
+            info = self.setup.models(model)
+            if info is not None and info.note == UNKNOWN.note:
+                self.say(f"{model} is not in the catalog: assuming a {info.context_window:,}-token window; "
+                         f'set [models."{model}"] context_window in the config file to change it')
 
     async def _remember(self, room) -> None:
         """What `--resume` needs to go on as this room started: its model, or the scenario it plays."""
