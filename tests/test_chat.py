@@ -488,6 +488,30 @@ def test_piped_lines_play_through_and_unknown_rooms_are_bad_input(tmp_path):
     assert out.returncode == 2 and "no room 'nope'" in out.stderr
 
 
+def test_piped_lines_take_turns(tmp_path):
+    scn = scenario(tmp_path, "turns", """
+        models:
+          commander:
+            - say: Answer to the first line.
+            - say: Answer to the second line.
+        """)
+    out = _run(tmp_path, "--scripted", scn, stdin="first line\nsecond line\n")
+    assert out.returncode == 0, out.stderr
+    lines = [ln for ln in out.stdout.splitlines() if ln.startswith(("user:", "commander:"))]
+    assert lines == ["user: first line", "commander: Answer to the first line.",
+                     "user: second line", "commander: Answer to the second line."], out.stdout
+
+
+def test_shipped_scenarios_by_name_from_any_folder(tmp_path):
+    out = _run(tmp_path)  # no provider: the hint names a scenario that works from here
+    hint = re.search(r"orchestrator chat --scripted (\S+?)`", out.stderr).group(1)
+    out = _run(tmp_path, "--scripted", hint, stdin="I need help with fractions\n")
+    assert out.returncode == 0, out.stderr
+    assert "tutor: Let's start" in out.stdout
+    out = _run(tmp_path, "--team", str(Path(__file__).parent.parent / "scenarios" / "greeting.yaml"))
+    assert out.returncode == 2 and "this is a scenario, not a team file: play it with `--scripted" in out.stderr
+
+
 # --- the View and the answers, in process ---------------------------------------------------------------
 
 def _view() -> tuple[View, list[str]]:

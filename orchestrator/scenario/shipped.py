@@ -12,7 +12,7 @@ from orchestrator.core.resources import data_dir
 def shipped() -> dict[str, Path]:
     """Shipped scenario names (file stems) to their files, sorted by name."""
     folder = data_dir("scenarios")
-    return {p.stem: p for p in sorted(folder.glob("*.yaml"))} if folder.is_dir() else {}
+    return {p.stem: p for p in sorted(folder.glob("*.yaml"), key=lambda p: p.stem)} if folder.is_dir() else {}
 
 
 def describe(path: Path) -> str:
