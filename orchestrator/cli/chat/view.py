@@ -125,10 +125,10 @@ class View(Printer):
 
     def _text(self, author: str, line: str, first: bool, hidden: bool = False) -> None:
         if anonymous(author):
-            self._out(self.dim(f"  └ {author}: {line}"), author)
+            self._out(self.dim(f"  └ {author}: {line}".rstrip()), author)
             return
         label = f"{self._who(author)}: " if first or self._last != author else " " * (len(author) + 2)
-        text = label + line
+        text = (label + line).rstrip()
         self._out(self.dim(text) if hidden else text, author)
 
     def _publish_partial(self) -> None:
