@@ -86,7 +86,7 @@ def _request():
 
 def test_a_model_the_server_does_not_serve_stops_the_run(tmp_path):
     with FakeServer() as server:
-        body = {"error": {"message": "The model `gpt-4.1-mnii` does not exist", "code": "model_not_found"}}
+        body = {"error": {"message": "The model `gpt-4.1-mnii` does not exist.", "code": "model_not_found"}}
         server.replies.extend(json_body(404, body) for _ in range(5))
         scn = tmp_path / "three.yaml"
         scn.write_text("name: three\nturns:\n  - user: one\n  - user: two\n  - user: three\n")
@@ -96,6 +96,7 @@ def test_a_model_the_server_does_not_serve_stops_the_run(tmp_path):
     assert out.returncode == 3
     assert asked == 1, f"{asked} model calls: the run went on after the model was not found"
     assert "user: two" not in out.stdout and "model_not_found" in out.stdout
+    assert ".." not in out.stdout
 
 
 # --- flags ----------------------------------------------------------------------------------------------
@@ -213,3 +214,30 @@ def test_make_demo_installs_the_package_alone():
     demo = re.search(r"(?m)^demo: (\S+)", makefile).group(1)
     recipe = re.search(rf"(?m)^{re.escape(demo)}:[^\n]*\n((?:\t[^\n]*\n)+)", makefile)
     assert recipe and "pip install" in recipe.group(1) and "[" not in recipe.group(1)
+
+
+# --- transcripts and exports ---------------------------------------------------------------------------
+
+def test_transcript_lines_read_as_sentences_without_trailing_spaces(tmp_path):
+    outputs = [cli(tmp_path, "run", name).stdout for name in ("tutor-handoff", "flagship", "handback-pending")]
+    handoff = next(ln for ln in outputs[0].splitlines() if "handed you the floor" in ln)
+    assert "note: wants help with fractions. The user's last message: I need help with fractions" in handoff
+    trailing = [ln for out in outputs for ln in out.splitlines() if ln != ln.rstrip()]
+    assert not trailing
+
+
+def test_one_plain_confirmation_line(tmp_path):
+    out = cli(tmp_path, "run", "risky-confirmed").stdout
+    asked = [ln for ln in out.splitlines() if ln.startswith("?")]
+    assert asked == ["? commander asks to run something risky (destructive): rm -rf data "
+                     "(deletes a folder and everything in it)"]
+
+
+def test_markdown_export_shows_arguments_recipients_and_the_marker_as_written(tmp_path):
+    db = tmp_path / "room.db"
+    assert cli(tmp_path, "run", "tutor-handoff", "--db", str(db)).returncode == 0
+    md = cli(tmp_path, "export", "tutor-handoff", "--db", str(db), "--format", "md").stdout
+    assert '- calls `hand_off_to` with `{"agent":"tutor","note":"wants help with fractions"}`' in md
+    assert re.search(r"(?m)^\*\*commander\*\* → \*\*tutor\*\* · task · #\d+", md)
+    assert '"&lt;handback />"' in md and "<handback" not in md
+    assert all(ln == ln.rstrip() for ln in md.splitlines())
