@@ -440,6 +440,17 @@ def test_at_60_columns_lines_wrap_between_words(tmp_path, term):
     assert any(re.match(r"^\s{10,}\S", row) for row in rows)  # continuation rows indented under the text
 
 
+def test_an_error_at_60_columns_wraps_between_words(tmp_path, term):
+    t = term(cols=60, then_stty=True)  # nothing configured: the long "what to set" message
+    t.wait(r"exit=2")
+    rows = t.screen().splitlines()
+    text = " ".join(rows[:rows.index(next(r for r in rows if r.startswith("exit=")))])
+    for word in ("OPENAI_API_KEY", "ANTHROPIC_API_KEY", "~/.config/orchestrator/config.toml", "localhost:11434",
+                 "tutor-handoff`"):
+        assert any(word in row.split() or word in row for row in rows), (word, rows)
+    assert "orchestrator chat --scripted tutor-handoff" in text
+
+
 def test_a_joined_emoji_in_the_input_line_takes_its_place_only(tmp_path, term):
     t = term("--scripted", _lesson(tmp_path))
     t.wait(r"(?m)^you>")

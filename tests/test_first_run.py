@@ -193,6 +193,8 @@ def test_a_run_never_writes_into_the_chat_database(tmp_path):
     assert memory.returncode == 0, memory.stdout
     chat_db = tmp_path / "data" / "orchestrator" / "orchestrator.db"
     assert not chat_db.exists()
+    memory = cli(tmp_path, "memory", "show")
+    assert memory.returncode == 0 and "nothing is saved yet" in memory.stdout
     again = cli(tmp_path, "run", "memory-across-rooms")  # a fresh memory each time: the same result
     assert again.returncode == 0, again.stdout
 

@@ -10,7 +10,9 @@ import argparse
 import copy as _copy
 import importlib.metadata
 import os
+import shutil
 import sys
+import textwrap
 
 import structlog
 import trio
@@ -98,11 +100,13 @@ def main(argv: list[str] | None = None) -> int:
         return 0 if exc.code == 0 else 2
     configure(debug=args.debug, json_file=args.log_json)
     try:
-        return trio.run(args.fn, args)
+        code = trio.run(args.fn, args)
+        sys.stdout.flush()  # here, not at exit: a reader that left (`| head`) is then one more case below
+        return code
     except BaseException as raised:  # noqa: BLE001 - sorted into exit codes below
         exc = _single(raised)
         if isinstance(exc, InputError):
-            print(f"error: {exc}", file=sys.stderr)
+            _error(f"error: {exc}")
             return 2
         if isinstance(exc, BrokenPipeError):  # `orchestrator run --json | head`: the reader left
             os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
@@ -113,8 +117,17 @@ def main(argv: list[str] | None = None) -> int:
         if args.debug or not isinstance(exc, Exception):
             raise
         log.debug("crash", exc_info=True)
-        print(f"error: {type(exc).__name__}: {exc} (run with --debug for details)", file=sys.stderr)
+        _error(f"error: {type(exc).__name__}: {exc} (run with --debug for details)")
         return 3
+
+
+def _error(text: str) -> None:
+    """An error for a person: in a terminal, wrapped between words to its width."""
+    if sys.stderr.isatty():
+        width = shutil.get_terminal_size().columns
+        text = "\n".join(textwrap.fill(line, width, break_long_words=False, break_on_hyphens=False)
+                         for line in text.splitlines())
+    print(text, file=sys.stderr)
 
 
 def _single(exc: BaseException) -> BaseException:

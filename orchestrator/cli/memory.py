@@ -68,6 +68,10 @@ def _summary(target: Target, entries: list[str], cap: int) -> str:
 
 
 async def cmd_show(args) -> int:
+    if args.db == default_db() and not args.db.exists():
+        print(f"nothing is saved yet: agents save the profile and notes in `orchestrator chat` rooms, kept in "
+              f"{args.db} (scenario runs keep their own, apart from yours)")
+        return 0
     async with _memory(args.db) as memory:
         parts = {target: await memory.entries(target) for target in TARGETS}
     for target, entries in parts.items():
