@@ -208,7 +208,7 @@ class Registry:
         if not checks:
             hint = self.config.hint(name)
         elif name == "ollama" and not any(c.ok for c in checks) and \
-                all(c.error_class in ("connection", "timeout") for c in checks):
+                all(c.error_class in ("connection", "unreachable", "timeout") for c in checks):
             hint = f"ollama: not reachable at {checks[0].base_url} — start `ollama serve` or set OLLAMA_HOST"
         return SourceCheck(name=name, kind=src.kind, configured=bool(checks), explicit=src.explicit,
                            candidates=checks, hint=hint)
