@@ -9,13 +9,20 @@ STAMP := $(VENV)/.installed
 $(BIN)/python:
 	$(PY) -m venv $(VENV)
 
+DEMO_STAMP := $(VENV)/.installed-demo
+
+# The demo needs the package alone; the tests also need the dev and docs extras.
+$(DEMO_STAMP): pyproject.toml | $(BIN)/python
+	$(BIN)/python -m pip install --quiet -e .
+	touch $(DEMO_STAMP)
+
 $(STAMP): pyproject.toml | $(BIN)/python
 	$(BIN)/python -m pip install --quiet --upgrade pip
 	$(BIN)/python -m pip install --quiet -e '.[dev,docs,vectors,mcp,otel]'
-	touch $(STAMP)
+	touch $(STAMP) $(DEMO_STAMP)
 
-demo: $(STAMP)
-	$(BIN)/orchestrator run scenarios/flagship.yaml
+demo: $(DEMO_STAMP)
+	$(BIN)/orchestrator run flagship
 
 test: $(STAMP)
 	$(BIN)/lint-imports --no-cache

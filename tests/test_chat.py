@@ -25,25 +25,30 @@ from orchestrator.cli.chat.view import View
 
 ENTRY = [sys.executable, "-m", "orchestrator"]
 COLS, ROWS = 120, 50
+_ENDPOINTS = ("OLLAMA_HOST", "OPENAI_BASE_URL", "ANTHROPIC_BASE_URL", "ORCHESTRATOR_MODEL", "ORCHESTRATOR_CONFIG",
+              "ORCHESTRATOR_DB")
 
 
 class Term:
     """The shell in a pty; `screen()` is what a person would see (answering cursor-position queries,
     as a real terminal does, so that prompt_toolkit draws its bottom toolbar)."""
 
-    def __init__(self, tmp: Path, *args: str, then_stty: bool = False):
+    def __init__(self, tmp: Path, *args: str, then_stty: bool = False, cols: int = COLS,
+                 env: dict[str, str] | None = None):
         home = tmp / "home"
         home.mkdir(exist_ok=True)
-        env = {k: v for k, v in os.environ.items() if not k.endswith("_API_KEY")}
-        env.update(TERM="xterm", HOME=str(home), XDG_CONFIG_HOME=str(home / ".config"), LANG="C.UTF-8",
-                   COLUMNS=str(COLS), LINES=str(ROWS))
-        env.pop("NO_COLOR", None)
+        environ = {k: v for k, v in os.environ.items() if not k.endswith("_API_KEY") and k not in _ENDPOINTS}
+        environ.update(TERM="xterm", HOME=str(home), XDG_CONFIG_HOME=str(home / ".config"),
+                       XDG_DATA_HOME=str(home / ".data"), LANG="C.UTF-8", COLUMNS=str(cols), LINES=str(ROWS))
+        environ.pop("NO_COLOR", None)
+        environ.update(env or {})
         command, argv = ENTRY[0], [*ENTRY[1:], *args]
         if then_stty:  # show the exit code and the terminal's mode once the shell is gone
             command, argv = "sh", ["-c", '"$0" "$@"; echo "exit=$?"; stty -a', *ENTRY, *args]
-        self.child = pexpect.spawn(command, argv, cwd=str(tmp), env=env, dimensions=(ROWS, COLS),
+        self.cols = cols
+        self.child = pexpect.spawn(command, argv, cwd=str(tmp), env=environ, dimensions=(ROWS, cols),
                                    encoding="utf-8", codec_errors="replace")
-        self.term = pyte.HistoryScreen(COLS, ROWS, history=2000)
+        self.term = pyte.HistoryScreen(cols, ROWS, history=2000)
         self.term.write_process_input = lambda data: self.child.send(data)
         self.stream = pyte.Stream(self.term)
 
@@ -60,7 +65,7 @@ class Term:
                 return
 
     def screen(self) -> str:
-        scrolled = ["".join(line[x].data for x in range(COLS)).rstrip() for line in self.term.history.top]
+        scrolled = ["".join(line[x].data for x in range(self.cols)).rstrip() for line in self.term.history.top]
         return "\n".join(scrolled + [line.rstrip() for line in self.term.display])
 
     def wait(self, pattern: str, timeout: float = 15.0) -> re.Match:
@@ -110,8 +115,9 @@ class Term:
 def term(tmp_path):
     opened: list[Term] = []
 
-    def start(*args: str, then_stty: bool = False) -> Term:
-        t = Term(tmp_path, "chat", "--db", str(tmp_path / "rooms.db"), *args, then_stty=then_stty)
+    def start(*args: str, then_stty: bool = False, db: bool = True, **kw) -> Term:
+        t = Term(tmp_path, "chat", *(("--db", str(tmp_path / "rooms.db")) if db else ()), *args,
+                 then_stty=then_stty, **kw)
         opened.append(t)
         return t
 
@@ -326,6 +332,140 @@ def test_resume_after_the_shell_was_killed(tmp_path, term):
     assert t.exit_status() == 0
 
 
+# --- a new user's first runs (issue 13) ------------------------------------------------------------------
+
+def test_a_reply_ending_in_a_newline_is_printed_once(tmp_path, term):
+    scn = scenario(tmp_path, "newline", """
+        models:
+          commander:
+            - say: "First line of the answer.\\nLast line of the answer.\\n"
+        """)
+    t = term("--scripted", scn)
+    t.wait(r"(?m)^you>")
+    t.line("hello")
+    t.wait(r"Last line of the answer\.")
+    t.wait(r"(?m)^you>")
+    t.pump(0.5)
+    screen = t.screen()
+    assert screen.count("First line of the answer.") == 1 and screen.count("Last line of the answer.") == 1, screen
+
+
+def _lesson(tmp_path: Path) -> str:
+    return scenario(tmp_path, "lesson", """
+        team:
+          agents:
+            - {name: tutor, description: Patient maths tutor, interactive: true}
+        models:
+          commander:
+            - say: "Hello, shall we start?"
+        """)
+
+
+def test_leaving_names_the_room_to_resume_and_resume_goes_on_with_its_script(tmp_path, term):
+    scn = _lesson(tmp_path)
+    t = term("--scripted", scn)
+    room = t.wait(r"room lesson \((\w+)\)").group(1)
+    t.line("hi")
+    t.wait(r"commander: Hello, shall we start\?")
+    t.line("/exit")
+    t.wait(rf"resume with: orchestrator chat --resume {room} --db\s+\S*rooms\.db")
+    assert t.exit_status() == 0
+
+    t = term("--resume", room)  # no --scripted: the room remembers the scenario it plays
+    t.wait(rf"resumed room lesson \({room}\)")
+    t.line("again")
+    t.wait(r"(?s)user: again.*commander: Hello, shall we start\?")
+    t.line("/exit")
+    assert t.exit_status() == 0
+    assert "Traceback" not in t.screen()
+
+
+def test_resuming_a_scripted_room_without_its_script_is_one_clear_line(tmp_path, term):
+    scn = _lesson(tmp_path)
+    t = term("--scripted", scn)
+    room = t.wait(r"room lesson \((\w+)\)").group(1)
+    t.line("/exit")
+    assert t.exit_status() == 0
+    Path(scn).unlink()
+    t = term("--resume", room, then_stty=True)
+    t.wait(r"exit=2")
+    screen = t.screen()
+    assert "Traceback" not in screen
+    assert re.search(r"error: this room's agents play a scenario's script: resume it with --scripted", screen)
+
+
+def test_resume_remembers_the_rooms_model(tmp_path, term):
+    real = {"OPENAI_API_KEY": "sk-test-not-a-real-key", "OPENAI_BASE_URL": "http://127.0.0.1:9/v1"}
+    t = term("--model", "openai/gpt-4.1", env=real)
+    room = t.wait(r"room chat \((\w+)\)").group(1)
+    t.line("/exit")
+    assert t.exit_status() == 0
+    t = term("--resume", room, env=real)  # no --model, no ORCHESTRATOR_MODEL: the room's own
+    t.wait(rf"resumed room chat \({room}\)")
+    assert "which model" not in t.screen()
+    t.line("/exit")
+    assert t.exit_status() == 0
+
+
+def test_the_agents_folder_of_the_current_folder_is_the_default_team(tmp_path, term):
+    (tmp_path / "agents").mkdir()
+    (tmp_path / "agents" / "gardener.md").write_text(
+        "---\nname: gardener\ndescription: Knows every plant in the garden\n---\nYou tend the garden.\n")
+    t = term("--model", "openai/gpt-4.1", env={"OPENAI_API_KEY": "sk-test-not-a-real-key"})
+    t.wait(r"(?m)^you>")
+    t.line("/who")
+    t.wait(r"gardener — Knows every plant in the garden")
+    t.line("/exit")
+    assert t.exit_status() == 0
+
+
+def test_at_60_columns_lines_wrap_between_words(tmp_path, term):
+    scn = scenario(tmp_path, "narrow", """
+        models:
+          commander:
+            - say: "This answer is deliberately long enough to need two rows on a narrow terminal, and then some more words."
+        """)
+    t = term("--scripted", scn, cols=60)
+    t.wait(r"(?m)^you>")
+    t.line("/help")
+    t.wait(r"/exit")
+    t.line("hello")
+    t.wait(r"some more\s+words\.")
+    t.wait(r"(?m)^you>")
+    rows = t.screen().splitlines()
+    from orchestrator.cli.chat.shell import HELP
+    words = set(" ".join([HELP, "This answer is deliberately long enough to need two rows on a narrow "
+                                "terminal, and then some more words."]).split())
+    on_screen = {w for row in rows for w in row.split()}
+    assert words <= on_screen, sorted(words - on_screen)  # no word was cut across two rows
+    assert any(re.match(r"^\s{10,}\S", row) for row in rows)  # continuation rows indented under the text
+
+
+def test_an_error_at_60_columns_wraps_between_words(tmp_path, term):
+    t = term(cols=60, then_stty=True)  # nothing configured: the long "what to set" message
+    t.wait(r"exit=2")
+    rows = t.screen().splitlines()
+    text = " ".join(rows[:rows.index(next(r for r in rows if r.startswith("exit=")))])
+    for word in ("OPENAI_API_KEY", "ANTHROPIC_API_KEY", "~/.config/orchestrator/config.toml", "localhost:11434",
+                 "tutor-handoff`"):
+        assert any(word in row.split() or word in row for row in rows), (word, rows)
+    assert "orchestrator chat --scripted tutor-handoff" in text
+
+
+def test_a_joined_emoji_in_the_input_line_takes_its_place_only(tmp_path, term):
+    t = term("--scripted", _lesson(tmp_path))
+    t.wait(r"(?m)^you>")
+    t.type("I \U0001F469\u200d\U0001F4BB code")
+    t.wait(r"you> I \U0001F469\U0001F4BB code")  # the parts, drawn where the cursor logic expects them
+    t.child.send("\r")
+    t.wait(r"commander: Hello")
+    t.line("/exit")
+    assert t.exit_status() == 0
+    out = subprocess.run([*ENTRY, "export", "lesson", "--db", str(tmp_path / "rooms.db")], capture_output=True,
+                         text=True, timeout=30, cwd=tmp_path)
+    assert "I \U0001F469\u200d\U0001F4BB code" in out.stdout  # what was typed is kept whole
+
+
 # --- without a terminal -------------------------------------------------------------------------------
 
 def _run(tmp_path: Path, *args: str, stdin: str = "") -> subprocess.CompletedProcess:
@@ -358,6 +498,30 @@ def test_piped_lines_play_through_and_unknown_rooms_are_bad_input(tmp_path):
     assert "commander [floor] — hosts the room" in out.stdout and "unknown command /bogus" in out.stdout
     out = _run(tmp_path, "--scripted", scn, "--resume", "nope")
     assert out.returncode == 2 and "no room 'nope'" in out.stderr
+
+
+def test_piped_lines_take_turns(tmp_path):
+    scn = scenario(tmp_path, "turns", """
+        models:
+          commander:
+            - say: Answer to the first line.
+            - say: Answer to the second line.
+        """)
+    out = _run(tmp_path, "--scripted", scn, stdin="first line\nsecond line\n")
+    assert out.returncode == 0, out.stderr
+    lines = [ln for ln in out.stdout.splitlines() if ln.startswith(("user:", "commander:"))]
+    assert lines == ["user: first line", "commander: Answer to the first line.",
+                     "user: second line", "commander: Answer to the second line."], out.stdout
+
+
+def test_shipped_scenarios_by_name_from_any_folder(tmp_path):
+    out = _run(tmp_path)  # no provider: the hint names a scenario that works from here
+    hint = re.search(r"orchestrator chat --scripted (\S+?)`", out.stderr).group(1)
+    out = _run(tmp_path, "--scripted", hint, stdin="I need help with fractions\n")
+    assert out.returncode == 0, out.stderr
+    assert "tutor: Let's start" in out.stdout
+    out = _run(tmp_path, "--team", str(Path(__file__).parent.parent / "scenarios" / "greeting.yaml"))
+    assert out.returncode == 2 and "this is a scenario, not a team file: play it with `--scripted" in out.stderr
 
 
 # --- the View and the answers, in process ---------------------------------------------------------------
@@ -461,7 +625,7 @@ async def test_a_confirmation_request_is_asked_inline_and_answered_for_the_run(t
                                             Reply(say="All clean.")]})
     team = Team(commander=AgentDef(name="commander", model="scripted", tools=["risky"]))
     store = await Store.open(tmp_path / "rooms.db")
-    args = SimpleNamespace(db=tmp_path / "rooms.db", resume=None, team=None, scripted=None)
+    args = SimpleNamespace(db=tmp_path / "rooms.db", resume=None, team=None, scripted=None, model=None)
     setup = Setup(team=team, resolve=lambda _m: (model, "scripted"), models=None, name="chat", workspace=tmp_path)
     shell = Shell(args, store, setup, interactive=False)
     printed: list[str] = []

@@ -5,6 +5,7 @@ import json
 import os
 import subprocess
 import sys
+import tempfile
 from pathlib import Path
 
 import pytest
@@ -31,7 +32,13 @@ CONTRACT = {
 }
 
 
+# `run` keeps every room among the user's scenario runs: the tests keep theirs in a folder of their own.
+DATA = tempfile.mkdtemp(prefix="orchestrator-test-data-")
+
+
 def cli(*args: str, cwd: Path = ROOT, env: dict | None = None) -> subprocess.CompletedProcess:
+    env = {**(os.environ if env is None else env), "XDG_DATA_HOME": (env or {}).get("XDG_DATA_HOME", DATA)}
+    env.pop("ORCHESTRATOR_DB", None)
     return subprocess.run([sys.executable, "-m", "orchestrator", *args], cwd=cwd, capture_output=True,
                           text=True, timeout=60, env=env)
 

@@ -92,12 +92,23 @@ def test_chunking_covers_every_nonblank_line_within_its_limits(lines, max_lines,
 
 # --- full-text queries ------------------------------------------------------------------------
 
+def _words(text: str) -> str | None:
+    found = fts_query(text)
+    return found.words if found else None
+
+
 def test_every_term_is_quoted_and_stopwords_dropped():
-    assert fts_query("server-sent") == '"server-sent"'
-    assert fts_query('a & b "x" (y)') == '"b" OR """x""" OR "(y)"'
-    assert fts_query("What is the max_inflight_requests?") == '"max_inflight_requests?"'
+    assert _words("server-sent") == '"server-sent"'
+    assert _words('a & b "x" (y)') == '"b" OR """x""" OR "(y)"'
+    assert _words("What is the max_inflight_requests?") == '"max_inflight_requests?"'
     assert fts_query("the of & ( ) *") is None
-    assert fts_query("Retry retry RETRY") == '"Retry"'
+    assert _words("Retry retry RETRY") == '"Retry"'
+
+
+def test_space_less_scripts_go_to_the_trigram_index_as_runs():
+    found = fts_query("restart เซิร์ฟเวอร์ and 服务器 サーバー 서버를")
+    assert found.words == '"restart"'
+    assert found.dense == ("เซิร์ฟเวอร์", "服务器", "サーバー", "서버를")
 
 
 @settings(max_examples=500, deadline=None)
@@ -106,10 +117,15 @@ def test_no_input_breaks_an_fts5_match(text):
     db = sqlite3.connect(":memory:")
     try:
         db.execute("CREATE VIRTUAL TABLE t USING fts5 (body, tokenize='porter unicode61')")
-        db.execute("INSERT INTO t VALUES ('server-sent events a & b (paren) \"quoted\" max_inflight_requests')")
+        db.execute("CREATE VIRTUAL TABLE tri USING fts5 (body, tokenize='trigram')")
+        for table in ("t", "tri"):
+            db.execute(f"INSERT INTO {table} VALUES ('server-sent events a & b (paren) \"quoted\" "
+                       "max_inflight_requests 服务器')")
         query = fts_query(text)
-        if query is not None:
-            db.execute("SELECT rowid FROM t WHERE t MATCH ? ORDER BY bm25(t)", [query]).fetchall()
+        if query is not None and query.words:
+            db.execute("SELECT rowid FROM t WHERE t MATCH ? ORDER BY bm25(t)", [query.words]).fetchall()
+        for term in query.dense if query else ():
+            db.execute("SELECT rowid FROM tri WHERE tri MATCH ?", ['"' + term.replace('"', '""') + '"']).fetchall()
     finally:
         db.close()
 
@@ -356,7 +372,7 @@ async def test_embeddings_in_batches_in_input_order(srv):
 @pytest.mark.parametrize("reply, cls", [
     (json_body(401, {"error": {"message": f"Incorrect API key provided: {KEY}", "type": "invalid_request_error"}}),
      E.AuthError),
-    (json_body(404, {"error": "model \"nomic-embed-text\" not found, try pulling it first"}), E.InvalidRequestError),
+    (json_body(404, {"error": "model \"nomic-embed-text\" not found, try pulling it first"}), E.ModelNotFoundError),
     (json_body(400, {"error": {"message": "This model's maximum context length is 8192 tokens"}}),
      E.ContextOverflowError),
     (Reply(200, [b"not json"], content_type="application/json"), E.ProtocolError),
@@ -494,6 +510,23 @@ def cli_args(*argv: str) -> argparse.Namespace:
     return p.parse_args(argv)
 
 
+async def test_space_less_scripts_are_found_with_their_matching_lines(tmp_path, capsys):
+    (tmp_path / "ops.md").write_text("\n".join(
+        ["# Operations", *[f"routine step {i}" for i in range(1, 12)],
+         "วิธีรีสตาร์ทเซิร์ฟเวอร์ ใช้ systemctl", "ວິທີເປີດເຊີບເວີ", "ចាប់ផ្ដើមម៉ាស៊ីនមេឡើងវិញ",
+         "ဆာဗာကို ပြန်စတင်ပါ", "重启服务器的方法", "サーバーを再起動する", "서버를 다시 시작하려면"]) + "\n")
+    db = str(tmp_path / "kb.db")
+    args = cli_args("kb", "add", str(tmp_path / "ops.md"), "--db", db)
+    assert await args.fn(args) == 0
+    capsys.readouterr()
+    for query, line in (("เซิร์ฟเวอร์", 13), ("ເຊີບເວີ", 14), ("ម៉ាស៊ីនមេ", 15), ("ဆာဗာ", 16), ("服务器", 17),
+                        ("サーバー", 18), ("서버", 19), ("服务", 17)):
+        args = cli_args("kb", "search", query, "--db", db)
+        assert await args.fn(args) == 0
+        out = capsys.readouterr().out
+        assert f"   {line}: " in out and "routine step" not in out, (query, out)
+
+
 async def test_kb_command_add_search_list_remove(tmp_path, capsys, monkeypatch):
     monkeypatch.delenv("ORCHESTRATOR_EMBED_MODEL", raising=False)
     root = make_tree(tmp_path)
@@ -505,10 +538,12 @@ async def test_kb_command_add_search_list_remove(tmp_path, capsys, monkeypatch):
     assert await args.fn(args) == 1  # blob.txt was skipped
     out = capsys.readouterr().out
     assert "added     " + str(root / "docs" / "guide.md") + " (1 chunks)" in out
-    assert out.strip().endswith("2 added, 1 skipped")
-    args = cli_args("kb", "add", str(root / "docs"), "--db", db)
+    assert "\n2 added, 1 skipped\n" in out
+    assert out.strip().endswith("not indexed: 1 files of types the knowledge base does not read in the folders "
+                                "given (1 .png); name a text file itself to add it anyway")
+    args = cli_args("kb", "add", str(root / "docs" / "sub"), "--db", db)
     assert await args.fn(args) == 0
-    assert capsys.readouterr().out.strip().endswith("2 unchanged")
+    assert capsys.readouterr().out.strip().endswith("1 unchanged")
 
     args = cli_args("kb", "search", "walnut setting", "--db", db, "--json")
     assert await args.fn(args) == 0
@@ -517,7 +552,7 @@ async def test_kb_command_add_search_list_remove(tmp_path, capsys, monkeypatch):
     args = cli_args("kb", "search", "crack_walnut", "--db", db)
     await args.fn(args)
     assert f"1. {root / 'docs' / 'sub' / 'code.py'}:1-2  score 1.00  (fts #1)" in capsys.readouterr().out
-    with pytest.raises(InputError, match="embedding model"):
+    with pytest.raises(InputError, match="pass --embed PROVIDER/MODEL .* or set ORCHESTRATOR_EMBED_MODEL"):
         args = cli_args("kb", "search", "x", "--db", db, "--mode", "vector")
         await args.fn(args)
 

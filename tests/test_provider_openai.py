@@ -318,7 +318,7 @@ def _err(status: int, message: str, code: Any = None, type: str | None = None,  
                  id="400-plain"),
     pytest.param(_err(400, "Your request was rejected by the safety system.", "content_policy_violation"),
                  E.ContentPolicyError, None, id="400-content-policy"),
-    pytest.param(json_body(404, {"error": "model 'llama9' not found"}), E.InvalidRequestError, None,
+    pytest.param(json_body(404, {"error": "model 'llama9' not found"}), E.ModelNotFoundError, None,
                  id="404-ollama-string-error"),
 ])
 async def test_http_errors_are_classified(reply, cls, wait, fake):

@@ -1,10 +1,11 @@
-"""The `orchestrator kb` command (M4): add, search, list and remove knowledge-base documents.
+"""The `orchestrator kb` command: add, search, list and remove knowledge-base documents.
 Owns its arguments, which embedding model a run uses, and what a person sees; the index lives in the session database.
 """
 from __future__ import annotations
 
 import argparse
 import os
+import re
 import sys
 from collections import Counter
 from collections.abc import AsyncIterator
@@ -14,15 +15,16 @@ from pathlib import Path
 import msgspec
 import trio
 
-from orchestrator.cli.paths import default_db
+from orchestrator.cli.paths import default_db, private_file
 from orchestrator.core.errors import InputError, ProviderError
 from orchestrator.memory.embeddings import ENV_MODEL, HttpEmbedder, embedder_from_config
 from orchestrator.memory.ingest import add_files, find_files
-from orchestrator.memory.knowledge import MODES, AddResult, Document, SqliteKnowledgeBase
+from orchestrator.memory.knowledge import MODES, AddResult, Document, SqliteKnowledgeBase, fts_query
 from orchestrator.providers.config import load_config
 from orchestrator.store.db import Store
 
 SHOWN_LINES = 8  # of each hit, without --full
+_WORD = re.compile(r"[^\W_]+")
 
 
 def add_parser(subparsers: argparse._SubParsersAction) -> None:
@@ -44,7 +46,7 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
     s.add_argument("query")
     s.add_argument("-k", type=int, default=5, help="how many results (default: %(default)s)")
     s.add_argument("--mode", choices=MODES, default="hybrid")
-    s.add_argument("--full", action="store_true", help=f"print whole chunks, not their first {SHOWN_LINES} lines")
+    s.add_argument("--full", action="store_true", help=f"print whole chunks, not just their (at most {SHOWN_LINES}) matching lines")
     s.add_argument("--json", action="store_true", help="one JSON object per result")
     s.set_defaults(fn=cmd_search)
 
@@ -60,7 +62,7 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
 @asynccontextmanager
 async def _knowledge(args: argparse.Namespace, *, create: bool = False) -> AsyncIterator[SqliteKnowledgeBase]:
     if create:
-        args.db.parent.mkdir(parents=True, exist_ok=True)
+        private_file(args.db)
     elif not args.db.exists():
         raise InputError(f"{args.db}: no such database; pass --db PATH or set ORCHESTRATOR_DB")
     store = await Store.open(args.db)
@@ -96,7 +98,8 @@ def _report(r: AddResult) -> None:
 
 
 async def cmd_add(args: argparse.Namespace) -> int:
-    files, problems = await trio.to_thread.run_sync(find_files, args.paths)
+    passed: Counter[str] = Counter()
+    files, problems = await trio.to_thread.run_sync(find_files, args.paths, passed)
     counts: Counter[str] = Counter()
     for r in problems:
         _report(r)
@@ -113,6 +116,10 @@ async def cmd_add(args: argparse.Namespace) -> int:
                   f"(files before this one are indexed; pass --embed none for full text only)", file=sys.stderr)
             return 3
     print(", ".join(f"{n} {status}" for status, n in counts.items()) or "nothing to add")
+    if passed:
+        kinds = ", ".join(f"{n} {suffix}" for suffix, n in passed.most_common())
+        print(f"not indexed: {sum(passed.values())} files of types the knowledge base does not read in the "
+              f"folders given ({kinds}); name a text file itself to add it anyway")
     return 1 if counts["skipped"] else 0
 
 
@@ -128,13 +135,31 @@ async def cmd_search(args: argparse.Namespace) -> int:
         passes = ", ".join(f"{name} #{rank}" for name, rank in (("fts", h.fts_rank), ("vector", h.vector_rank)) if rank)
         print(f"{n}. {h.path}:{h.start}-{h.end}  score {h.score:.2f}  ({passes})")
         lines = h.text.split("\n")
-        shown = lines if args.full else lines[:SHOWN_LINES]
-        print("\n".join(f"   {line}" for line in shown))
+        shown = range(len(lines)) if args.full else _shown(lines, args.query)
+        width = len(str(h.start + len(lines)))
+        last = -1
+        for i in shown:
+            if last >= 0 and i > last + 1:
+                print(f"   {'':>{width}}  …")
+            print(f"   {h.start + i:>{width}}: {lines[i]}".rstrip())
+            last = i
         if len(shown) < len(lines):
-            print(f"   … {len(lines) - len(shown)} more lines")
+            print(f"   ({len(lines) - len(shown)} more lines in this chunk; --full prints them)")
     if not hits and not args.json:
         print("no results")
     return 0
+
+
+def _shown(lines: list[str], query: str) -> list[int]:
+    """Which of a hit's lines to print: those holding a query term (a word by its first letters, as the
+    index stems it), else the first ones; at most SHOWN_LINES."""
+    found = fts_query(query)
+    words = [w.lower() for w in _WORD.findall(found.words or "")] if found else []
+    needles = [w[:max(4, len(w) - 3)] for w in words if len(w) > 1] + [d.lower() for d in (found.dense if found else ())]
+    hits = [i for i, line in enumerate(lines) if any(n in line.lower() for n in needles)]
+    if not hits:
+        return list(range(min(SHOWN_LINES, len(lines))))
+    return hits[:SHOWN_LINES]
 
 
 async def cmd_list(args: argparse.Namespace) -> int:

@@ -7,8 +7,12 @@ sees one or two lines per problem; tracebacks only with --debug.
 from __future__ import annotations
 
 import argparse
+import copy as _copy
+import importlib.metadata
 import os
+import shutil
 import sys
+import textwrap
 
 import structlog
 import trio
@@ -22,31 +26,87 @@ log = structlog.get_logger(__name__)
 
 
 def parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(prog="orchestrator", description="A multi-agent group-chat orchestrator.")
+    p = argparse.ArgumentParser(
+        prog="orchestrator", description="A multi-agent group-chat orchestrator: a commander hosts a room and "
+        "hands work to its agents. Start with `orchestrator chat`, or play a shipped scenario: "
+        "`orchestrator scenarios` lists them, `orchestrator run flagship` plays one.")
+    p.add_argument("--version", action="version", version=f"%(prog)s {_version()}")
     p.add_argument("--debug", action="store_true", help="detailed logs and tracebacks")
     p.add_argument("--log-json", metavar="FILE", help="write logs as JSON lines to FILE")
-    sub = p.add_subparsers(dest="command", required=True)
+    sub = p.add_subparsers(dest="command", metavar="COMMAND")
     chat.add_parser(sub)
     run.add_parsers(sub)
     models.add_parser(sub)
     rooms.add_parsers(sub)
     for module in (tokens, kb, memory, mcp):
         module.add_parser(sub)
+    _anywhere(p, [a for a in p._actions if a.dest in ("debug", "log_json")])
     return p
+
+
+def _anywhere(group: argparse.ArgumentParser, inherited: list[argparse.Action]) -> None:
+    """Options are accepted before or after the command that owns them: the global flags on every
+    command, and an option all of a group's actions share (`kb --db X list`) on the group too.
+
+    The copies default to SUPPRESS, so an option given early is not reset by a later parser's default.
+    """
+    subs = next((a for a in group._actions if isinstance(a, argparse._SubParsersAction)), None)
+    if subs is None:
+        return
+    children = list(dict.fromkeys(subs.choices.values()))
+    shared = [a for a in children[0]._actions if a.option_strings and a.dest != "help"
+              and all(any(b.option_strings == a.option_strings for b in c._actions) for c in children[1:])]
+    for action in shared:
+        _expand_default(action)
+        group.set_defaults(**{action.dest: action.default})
+        group._add_action(_suppressed(action))
+        for child in children:
+            for b in child._actions:
+                if b.option_strings == action.option_strings:
+                    _expand_default(b)
+                    b.default = argparse.SUPPRESS
+    for child in children:
+        for action in inherited:
+            child._add_action(_suppressed(action))
+        _anywhere(child, inherited)
+
+
+def _expand_default(action: argparse.Action) -> None:
+    if action.help and "%(default)" in action.help:
+        action.help = action.help % {"default": action.default}
+
+
+def _suppressed(action: argparse.Action) -> argparse.Action:
+    copy = _copy.copy(action)
+    copy.default = argparse.SUPPRESS
+    return copy
+
+
+def _version() -> str:
+    try:
+        return importlib.metadata.version("groupchat-orchestrator")
+    except importlib.metadata.PackageNotFoundError:
+        return "unknown (not installed)"
 
 
 def main(argv: list[str] | None = None) -> int:
     try:
-        args = parser().parse_args(argv)
+        p = parser()
+        args = p.parse_args(argv)
+        if args.command is None:  # bare `orchestrator`: what it can do
+            p.print_help()
+            return 0
     except SystemExit as exc:  # argparse already printed the usage line
         return 0 if exc.code == 0 else 2
     configure(debug=args.debug, json_file=args.log_json)
     try:
-        return trio.run(args.fn, args)
+        code = trio.run(args.fn, args)
+        sys.stdout.flush()  # here, not at exit: a reader that left (`| head`) is then one more case below
+        return code
     except BaseException as raised:  # noqa: BLE001 - sorted into exit codes below
         exc = _single(raised)
         if isinstance(exc, InputError):
-            print(f"error: {exc}", file=sys.stderr)
+            _error(f"error: {exc}")
             return 2
         if isinstance(exc, BrokenPipeError):  # `orchestrator run --json | head`: the reader left
             os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
@@ -57,8 +117,17 @@ def main(argv: list[str] | None = None) -> int:
         if args.debug or not isinstance(exc, Exception):
             raise
         log.debug("crash", exc_info=True)
-        print(f"error: {type(exc).__name__}: {exc} (run with --debug for details)", file=sys.stderr)
+        _error(f"error: {type(exc).__name__}: {exc} (run with --debug for details)")
         return 3
+
+
+def _error(text: str) -> None:
+    """An error for a person: in a terminal, wrapped between words to its width."""
+    if sys.stderr.isatty():
+        width = shutil.get_terminal_size().columns
+        text = "\n".join(textwrap.fill(line, width, break_long_words=False, break_on_hyphens=False)
+                         for line in text.splitlines())
+    print(text, file=sys.stderr)
 
 
 def _single(exc: BaseException) -> BaseException:

@@ -17,7 +17,7 @@ from pathlib import Path
 import msgspec
 import trio
 
-from orchestrator.cli.paths import default_db
+from orchestrator.cli.paths import default_db, private_file
 from orchestrator.core.errors import InputError
 from orchestrator.memory import scan
 from orchestrator.memory.notes import TARGETS, Conflict, Memory, NoteError, Target
@@ -52,7 +52,7 @@ async def _memory(db: Path, *, create: bool = False) -> AsyncIterator[Memory]:
     if not db.exists():
         if not create:
             raise InputError(f"{db}: no such database; pass --db PATH or set ORCHESTRATOR_DB")
-        db.parent.mkdir(parents=True, exist_ok=True)
+        private_file(db)
     store = await Store.open(db)
     try:
         yield Memory(store)
@@ -68,6 +68,10 @@ def _summary(target: Target, entries: list[str], cap: int) -> str:
 
 
 async def cmd_show(args) -> int:
+    if args.db == default_db() and not args.db.exists():
+        print(f"nothing is saved yet: agents save the profile and notes in `orchestrator chat` rooms, kept in "
+              f"{args.db} (scenario runs keep their own, apart from yours)")
+        return 0
     async with _memory(args.db) as memory:
         parts = {target: await memory.entries(target) for target in TARGETS}
     for target, entries in parts.items():

@@ -36,7 +36,10 @@ async def cmd_models(args) -> int:
 
 
 def add_parser(sub: Any) -> None:
-    m = sub.add_parser("models", help="list configured providers and endpoints and check their keys")
+    m = sub.add_parser("models", help="list configured providers and endpoints and check their keys",
+                       description="Every provider and endpoint configured (environment variables and the "
+                                   "config file), each key tried against its server at once, and what to set "
+                                   "for those that are missing. Exit code 1 when a configured key fails.")
     m.add_argument("--json", action="store_true", help="one JSON object per provider")
     m.add_argument("--timeout", type=float, default=10.0, help="seconds to wait for each check (default: %(default)s)")
     m.set_defaults(fn=cmd_models)

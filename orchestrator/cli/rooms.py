@@ -1,47 +1,100 @@
-"""`orchestrator rooms`, `show` and `export`: reading stored rooms (healed on load) for a person or a script."""
+"""`orchestrator rooms`, `show` and `export`: reading stored rooms (healed on load) for a person or a script.
+
+Without `--db` they read the chat database and every kept scenario run (cli/paths.py), so the room of
+the last `orchestrator run` is found by its name or id with no flags.
+"""
 from __future__ import annotations
 
+import datetime as dt
 import sys
 from pathlib import Path
 from typing import Any
 
 import msgspec
 
-from orchestrator.cli.paths import default_db
+from orchestrator.cli.paths import default_db, run_dbs, runs_dir
 from orchestrator.cli.transcript import Printer, json_out, reader_may_leave
 from orchestrator.core.errors import InputError
 from orchestrator.core.events import message_event
-from orchestrator.store.db import Store
+from orchestrator.store.db import RoomRecord, Store
 from orchestrator.store.export import to_markdown
 from orchestrator.store.usage import UsageLog, table
 
 
-async def _open_store(db: Path) -> Store:
-    if not db.exists():
-        raise InputError(f"{db}: no such database; pass --db PATH or set ORCHESTRATOR_DB")
-    return await Store.open(db)
+def when(ts: float) -> str:
+    return dt.datetime.fromtimestamp(ts).strftime("%Y-%m-%d %H:%M")
+
+
+def _databases(args) -> list[Path]:
+    """`--db` alone when given (it must exist), else the chat database and the kept runs that exist."""
+    if args.db is not None:
+        if not args.db.exists():
+            raise InputError(f"{args.db}: no such database; pass --db PATH or set ORCHESTRATOR_DB")
+        return [args.db]
+    return [db for db in (default_db(), *run_dbs()) if db.exists()]
+
+
+async def _listed(dbs: list[Path]) -> list[tuple[Path, RoomRecord]]:
+    found: list[tuple[Path, RoomRecord]] = []
+    for db in dbs:
+        store = await Store.open(db)
+        try:
+            found += [(db, r) for r in await store.rooms()]
+        finally:
+            await store.close()
+    return found
 
 
 async def cmd_rooms(args) -> int:
-    store = await _open_store(args.db)
-    try:
-        rooms = await store.rooms()
-    finally:
-        await store.close()
-    for r in rooms:
+    dbs = _databases(args)
+    listed = await _listed(dbs)
+    if not listed and not args.json:
+        print(f"no rooms yet: `orchestrator chat` keeps its rooms in {default_db()}, "
+              f"`orchestrator run` its runs in {runs_dir()}")
+        return 0
+    heading = None
+    for db, r in listed:
         if args.json:
-            print(msgspec.json.encode({"id": r.id, "name": r.name, "floor": r.floor, "messages": r.messages}).decode())
-        else:
-            print(f"{r.id}  {r.name:<24} floor={r.floor:<12} {r.messages} messages")
+            print(msgspec.json.encode({"id": r.id, "name": r.name, "created": r.created, "floor": r.floor,
+                                       "messages": r.messages, "db": str(db)}).decode())
+            continue
+        group = "scenario runs" if db.parent == runs_dir() and args.db is None else str(db)
+        if group != heading and (args.db is None):
+            print(f"{group}:" if group == "scenario runs" else f"chat rooms ({db}):")
+            heading = group
+        print(f"{r.id}  {r.name:<24} {when(r.created)}  floor={r.floor:<12} {r.messages} messages")
     return 0
 
 
+async def find_room(args) -> tuple[Path, RoomRecord]:
+    """The room `args.room` names across the databases: an exact id, a unique id prefix, else a name
+    (the newest of that name, saying so when there are others)."""
+    listed = await _listed(_databases(args))
+    ref = args.room
+    exact = [(db, r) for db, r in listed if r.id == ref]
+    prefixed = [(db, r) for db, r in listed if ref and r.id.startswith(ref)]
+    named = sorted(((db, r) for db, r in listed if r.name == ref), key=lambda x: x[1].created)
+    if exact or len(prefixed) == 1:
+        return (exact or prefixed)[0]
+    if named:
+        db, newest = named[-1]
+        if len(named) > 1:
+            others = ", ".join(f"{r.id} ({when(r.created)})" for _, r in named[:-1][-5:])
+            print(f"note: {len(named)} rooms are named {ref!r}; this is the newest, {newest.id} "
+                  f"({when(newest.created)}); the others: {others} (name one by its id)", file=sys.stderr)
+        return db, newest
+    if len(prefixed) > 1:
+        raise InputError(f"{len(prefixed)} rooms have ids starting with {ref!r}: "
+                         f"{', '.join(r.id for _, r in prefixed[:5])}; give more of the id")
+    where = f" in {args.db}" if args.db else ""
+    raise InputError(f"no room {ref!r}{where}; `orchestrator rooms{' --db ' + str(args.db) if args.db else ''}` "
+                     "lists them")
+
+
 async def _load(args):
-    store = await _open_store(args.db)
+    db, record = await find_room(args)
+    store = await Store.open(db)
     try:
-        record = await store.room(args.room)
-        if record is None:
-            raise InputError(f"no room {args.room!r} in {args.db}; `orchestrator rooms --db {args.db}` lists them")
         return record, await store.load(record.id)
     finally:
         await store.close()
@@ -63,12 +116,10 @@ async def _usage(args) -> int:
     """`show ROOM --usage`: per agent and model, priced by the catalog and the config file."""
     from orchestrator.providers.registry import Registry
 
+    db, record = await find_room(args)
     async with Registry.load() as registry:
-        store = await _open_store(args.db)
+        store = await Store.open(db)
         try:
-            record = await store.room(args.room)
-            if record is None:
-                raise InputError(f"no room {args.room!r} in {args.db}; `orchestrator rooms --db {args.db}` lists them")
             report = await UsageLog(store).report([record.id], registry.catalog.price)
         finally:
             await store.close()
@@ -87,13 +138,14 @@ async def cmd_export(args) -> int:
 
 
 def add_parsers(sub: Any) -> None:
-    for name, fn, help_ in (("rooms", cmd_rooms, "list stored rooms"),
+    for name, fn, help_ in (("rooms", cmd_rooms, "list stored rooms: chat rooms and scenario runs"),
                             ("show", cmd_show, "print a stored room's transcript (healing it)"),
                             ("export", cmd_export, "write a stored room's transcript")):
-        s = sub.add_parser(name, help=help_)
+        s = sub.add_parser(name, help=help_, description=help_[0].upper() + help_[1:] + ".")
         if name != "rooms":
             s.add_argument("room", help="room id (or a unique prefix, or its name)")
-        s.add_argument("--db", type=Path, default=default_db(), help="the SQLite file (default: %(default)s)")
+        s.add_argument("--db", type=Path, default=None,
+                       help=f"read only this SQLite file (default: {default_db()} and the kept scenario runs)")
         if name == "export":
             s.add_argument("--format", choices=["jsonl", "md"], default="md")
         else:

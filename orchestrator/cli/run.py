@@ -1,16 +1,22 @@
-"""`orchestrator run` (one scenario, streamed) and `orchestrator check` (every scenario, pass/fail).
+"""`orchestrator run` (one scenario, streamed), `orchestrator check` (every scenario, pass/fail) and
+`orchestrator scenarios` (the shipped ones, which the other two also take by name).
 
 Exit codes (scenario-format.md): 0 ran and held, 1 an expectation failed, 2 bad input, 3 the run failed.
 """
 from __future__ import annotations
 
+import json
+import shutil
 import sys
+import textwrap
 import time
 from contextlib import AsyncExitStack
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from orchestrator.cli.paths import new_run_db
 from orchestrator.core.errors import InputError
+from orchestrator.scenario.shipped import describe, find_scenario, shipped
 
 if TYPE_CHECKING:
     from orchestrator.providers.registry import Resolver
@@ -26,7 +32,8 @@ async def cmd_run(args) -> int:
     from orchestrator.store.usage import summary
     from orchestrator.trace.session import tracing
 
-    scn = load_scenario(args.file)
+    path = find_scenario(args.file, folder_hint=f"`orchestrator check {args.file}` runs every scenario in it")
+    scn = load_scenario(path)
     sink = reader_may_leave(json_out if args.json else Printer())
     real = [a.model for a in (scn.team.commander, *scn.team.agents) if a.model not in ("scripted", "")]
     async with AsyncExitStack() as stack:
@@ -42,9 +49,13 @@ async def cmd_run(args) -> int:
                 model = registry
             models, prices = registry.windows(args.model), registry.catalog.price
         await stack.enter_async_context(tracing(args.trace))
-        result = await run_scenario(scn, db=args.db, workspace=args.workspace, model=model, on_event=sink,
+        db = args.db or new_run_db(scn.name)
+        result = await run_scenario(scn, db=db, workspace=args.workspace, model=model, on_event=sink,
                                     models=models, prices=prices)
-    # the JSON stream carries every `usage` event already: the summary is for people
+    if not args.json:
+        show = f"orchestrator show {result.room_id}" + (f" --db {args.db}" if args.db else "")
+        print(f"(the room is kept: `{show}` prints it again)")
+    # the last line: what the run spent (the JSON stream carries every `usage` event already)
     print(summary(result.usage), file=sys.stderr if args.json else sys.stdout)
     if result.failed_run:
         return 3
@@ -56,11 +67,23 @@ def _scenario_files(paths: list[str]) -> list[Path]:
     for p in map(Path, paths):
         if p.is_dir():
             files += sorted(p.glob("*.yaml")) + sorted(p.glob("*.yml"))
-        elif p.exists():
-            files.append(p)
         else:
-            raise InputError(f"{p}: no such file or folder")
+            files.append(find_scenario(p))
     return files
+
+
+async def cmd_scenarios(args) -> int:
+    width = max(shutil.get_terminal_size().columns, 40)
+    for name, path in shipped().items():
+        if args.json:
+            print(json.dumps({"name": name, "description": describe(path), "path": str(path)}))
+        else:
+            text = textwrap.fill(describe(path) or "-", width, initial_indent=f"{name:<22} ",
+                                 subsequent_indent=" " * 23, break_on_hyphens=False)
+            print(text)
+    if not args.json:
+        print("\nPlay one with `orchestrator run NAME`, or talk to its team: `orchestrator chat --scripted NAME`.")
+    return 0
 
 
 async def cmd_check(args) -> int:
@@ -96,17 +119,30 @@ async def cmd_check(args) -> int:
 
 
 def add_parsers(sub: Any) -> None:
-    r = sub.add_parser("run", help="run a scenario file and check its expectations")
-    r.add_argument("file")
+    r = sub.add_parser("run", help="play a scenario and check its expectations",
+                       description="Play a scenario (a file, or a shipped one by name: `orchestrator scenarios` "
+                                   "lists them), print its transcript, then check its expectations. Exit codes: "
+                                   "0 held, 1 an expectation failed, 2 bad input, 3 the run failed.")
+    r.add_argument("file", metavar="SCENARIO", help="a scenario file, or a shipped scenario's name")
     r.add_argument("--json", action="store_true", help="print the event stream as JSON lines")
     r.add_argument("--model", help="run every agent on this real model (provider/model)")
-    r.add_argument("--db", type=Path, help="keep the room in this SQLite file (default: a temporary one)")
+    r.add_argument("--db", type=Path, help="keep the room in this SQLite file (default: a new file among the "
+                                           "kept runs, which `orchestrator rooms` lists)")
     r.add_argument("--workspace", type=Path, help="the agents' workspace folder")
     r.add_argument("--trace", type=Path, metavar="FILE.jsonl",
                    help="write a span (OpenTelemetry GenAI names) per line, agent turn, model call and tool run "
                         "to this file")
     r.set_defaults(fn=cmd_run)
 
-    c = sub.add_parser("check", help="run every scenario and report pass/fail per file")
-    c.add_argument("paths", nargs="+", metavar="FILE_OR_FOLDER")
+    c = sub.add_parser("check", help="play scenarios and report pass/fail for each",
+                       description="Play every scenario given (files, folders of them, or shipped scenarios by "
+                                   "name) on its scripted models and report PASS or FAIL for each. Exit codes: "
+                                   "0 all held, 1 one failed, 2 a file is not a valid scenario.")
+    c.add_argument("paths", nargs="+", metavar="SCENARIO_OR_FOLDER")
     c.set_defaults(fn=cmd_check)
+
+    s = sub.add_parser("scenarios", help="list the shipped scenarios",
+                       description="The scenarios that ship with orchestrator, by name, with their descriptions; "
+                                   "`run`, `check` and `chat --scripted` take these names from any folder.")
+    s.add_argument("--json", action="store_true", help="one JSON object per scenario")
+    s.set_defaults(fn=cmd_scenarios)

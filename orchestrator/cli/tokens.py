@@ -1,4 +1,4 @@
-"""The `orchestrator tokens PATH...` command: the E6 token estimate of each file and their total.
+"""The `orchestrator tokens PATH...` command: the token estimate of each file and their total.
 
 Plain output is one `TOKENS  PATH` line per file and a `TOKENS  total` line; `--json` prints one
 `{"path", "tokens"}` object per line, files only. `-` reads standard input.
@@ -21,8 +21,11 @@ def _read(path: str) -> str:
     if p.is_dir():
         raise InputError(f"{path}: is a folder, not a file")
     try:
+        data = p.read_bytes()
+        if b"\0" in data[:8192]:  # text never holds NUL bytes; images, archives and executables do
+            raise InputError(f"{path}: a binary file; tokens estimates text")
         # Undecodable bytes still cost tokens: count them as replacement characters, do not fail.
-        return p.read_bytes().decode("utf-8", "replace")
+        return data.decode("utf-8", "replace")
     except FileNotFoundError:
         raise InputError(f"{path}: no such file") from None
     except OSError as exc:
@@ -43,7 +46,7 @@ async def cmd_tokens(args: argparse.Namespace) -> int:
 
 
 def add_parser(subparsers) -> argparse.ArgumentParser:
-    p = subparsers.add_parser("tokens", help="estimate the tokens of files, as the engine counts them (E6)")
+    p = subparsers.add_parser("tokens", help="estimate the tokens of files, as the engine counts them")
     p.add_argument("paths", nargs="+", metavar="PATH", help="files to estimate; - reads standard input")
     p.add_argument("--json", action="store_true", help='one {"path", "tokens"} object per line')
     p.set_defaults(fn=cmd_tokens)

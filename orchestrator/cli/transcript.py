@@ -7,6 +7,7 @@ the handback marker is held back while streaming so it is never shown.
 from __future__ import annotations
 
 import os
+import re
 import sys
 from typing import Callable, TextIO
 
@@ -37,7 +38,7 @@ _PALETTE = ["1;34", "1;33", "1;36", "1;31", "1;94", "1;93"]
 
 
 def _short(value: object, n: int = 60) -> str:
-    text = str(value).replace("\n", " ")
+    text = " ".join(str(value).split())
     return text if len(text) <= n else text[:n - 1] + "…"
 
 
@@ -46,6 +47,7 @@ class Printer:
         self.out = out
         self.color = out.isatty() if color is None else color
         self._streaming: str | None = None  # the one agent whose text streams live
+        self._held = ""  # trailing spaces of the stream, printed only if more text follows
         self._filter = StreamFilter()
         self._shown: dict[str, str] = {}  # text of a message in progress already on screen, per agent
         self._palette: dict[str, str] = {}
@@ -65,9 +67,9 @@ class Printer:
 
     def _end_stream(self) -> None:
         if self._streaming is not None:
-            tail = self._filter.flush()
+            tail = (self._held + self._filter.flush()).rstrip()
             print(tail, file=self.out, flush=True)
-            self._streaming = None
+            self._streaming, self._held = None, ""
 
     def __call__(self, ev: Event) -> None:
         if isinstance(ev, TextDeltaEvent):
@@ -79,7 +81,11 @@ class Printer:
             if self._streaming == ev.agent:
                 shown = self._filter.feed(ev.text)
                 self._shown[ev.agent] = self._shown.get(ev.agent, "") + shown
-                print(shown, end="", file=self.out, flush=True)
+                # spaces wait for what follows them: a line never ends in spaces (nor before a marker)
+                text = self._held + shown
+                out = re.sub(r"[ \t]+(?=\n)", "", text.rstrip(" \t"))
+                self._held = text[len(text.rstrip(" \t")):]
+                print(out, end="", file=self.out, flush=True)
         elif isinstance(ev, MessageEvent):
             self._message(ev)
         elif isinstance(ev, State):
@@ -91,7 +97,8 @@ class Printer:
         elif isinstance(ev, Compaction):
             self._line(self._paint("2", f"  ⇣ {ev.agent}: history compacted {ev.tokens_before} → {ev.tokens_after} tokens"))
         elif isinstance(ev, Confirm):
-            self._line(self._paint("1;33", f"? {ev.agent} asks to do something risky ({ev.category}): {_short(ev.summary, 120)}"))
+            self._line(self._paint("1;33", f"? {ev.agent} asks to run something risky ({ev.category}): "
+                                           f"{_short(ev.summary, 200)}"))
         elif isinstance(ev, Cancelled):
             self._line(self._paint("1;33", f"■ stopped: {ev.reason}"))
         elif isinstance(ev, ErrorEvent):

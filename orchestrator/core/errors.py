@@ -1,4 +1,4 @@
-"""Error classes shared by every layer: provider failures by class (E10, P5) and bad input.
+"""Error classes shared by every layer: provider failures by class and bad input.
 
 A real vendor error and a scripted `error:` item become the same class, so the engine treats them alike.
 """
@@ -18,7 +18,8 @@ class ProviderError(OrchestratorError):
 
     kind = "provider"
     retryable = False
-    account = False  # the credential is at fault: rotate and cool it down (P5)
+    account = False  # the credential is at fault: rotate and cool it down
+    fatal = False  # no later call can do better: a run stops at the first one
 
     def __init__(self, message: str, *, provider: str = "", retry_after: float | None = None):
         super().__init__(message)
@@ -46,6 +47,13 @@ class ConnectionError(ProviderError):  # noqa: A001
     kind, retryable = "connection", True
 
 
+class UnreachableError(ConnectionError):  # noqa: A001
+    """Nothing listens at the address and nothing ever answered there in this process: a wrong
+    address or a server that is not running, which no back-off will fix."""
+
+    kind, retryable, fatal = "unreachable", False, True
+
+
 class AuthError(ProviderError):
     kind, account = "auth", True
 
@@ -56,6 +64,12 @@ class QuotaError(ProviderError):
 
 class InvalidRequestError(ProviderError):
     kind = "invalid_request"
+
+
+class ModelNotFoundError(InvalidRequestError):
+    """The server does not serve the model asked for (HTTP 404): a typo in the model name."""
+
+    kind, fatal = "model_not_found", True
 
 
 class ContentPolicyError(ProviderError):
@@ -76,7 +90,7 @@ ERROR_KINDS: dict[str, type[ProviderError]] = {
     cls.kind: cls
     for cls in (RateLimitError, OverloadedError, ServerError, TimeoutError, ConnectionError,
                 AuthError, QuotaError, InvalidRequestError, ContentPolicyError, ContextOverflowError,
-                ProtocolError)
+                ProtocolError, UnreachableError, ModelNotFoundError)
 }
 
 TOO_LONG = ("This conversation is too long for the model to read at once. Start a new chat for "
@@ -85,3 +99,5 @@ TOO_LONG = ("This conversation is too long for the model to read at once. Start 
 
 class ScriptExhausted(OrchestratorError):
     """A scripted model's queue ran out: the scenario is missing responses."""
+
+FATAL_KINDS = frozenset(kind for kind, cls in ERROR_KINDS.items() if cls.fatal)

@@ -13,12 +13,20 @@ from orchestrator.core.resources import data_dir
 
 @cache
 def _env() -> jinja2.Environment:
-    return jinja2.Environment(
+    env = jinja2.Environment(
         loader=jinja2.FileSystemLoader(str(data_dir("prompts"))),
         undefined=jinja2.StrictUndefined, autoescape=False,
         auto_reload=False,  # packaged templates do not change under a running process: no stat per render
         trim_blocks=True, lstrip_blocks=True, keep_trailing_newline=False,
     )
+    env.filters["sentence"] = sentence
+    return env
+
+
+def sentence(text: object) -> str:
+    """Text that ends as a sentence does: its own closing mark kept, else a period (never two)."""
+    body = str(text).strip()
+    return body if not body or body[-1] in ".!?…:;)\"'`" else body + "."
 
 
 def render(template: str, **values: object) -> str:

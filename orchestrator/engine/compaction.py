@@ -55,7 +55,7 @@ async def compact(agent, partition, commit, *, window: int, fixed: int, overflow
         return None
     tail = sum(partition.sizes[cut:])
     if tail + fixed >= window:  # no-benefit guard: the tail alone fills the window
-        log.warning("compaction skipped: the recent messages alone fill the context window",
+        log.info("compaction skipped: the recent messages alone fill the context window",
                     agent=agent.name, tail_tokens=tail, window=window)
         return None
     older = partition.view[:cut]
@@ -81,7 +81,7 @@ async def compact(agent, partition, commit, *, window: int, fixed: int, overflow
     summary = response.blocks
     text = render("summary.md.j2", summary="".join(b.text for b in summary if isinstance(b, TextBlock)).strip())
     if estimate(text) >= sum(partition.sizes[:cut]):  # a summary no shorter than its source helps nobody
-        log.warning("compaction skipped: the summary is no shorter than what it would replace", agent=agent.name)
+        log.info("compaction skipped: the summary is no shorter than what it would replace", agent=agent.name)
         return None
     await commit(Draft(author=agent.name, kind="summary", visible_to=[agent.name],
                        blocks=[TextBlock(text)], replaces=list(partition.ids[:cut])))

@@ -4,6 +4,7 @@ control and build folders skipped), their text, and re-adding only what changed.
 from __future__ import annotations
 
 import hashlib
+from collections import Counter
 from collections.abc import AsyncIterator, Iterator, Mapping, Sequence
 from os import PathLike
 from pathlib import Path
@@ -28,26 +29,31 @@ MAX_FILE_BYTES = 16 << 20
 _FILE_IO = trio.CapacityLimiter(4)
 
 
-def _walk(root: Path) -> Iterator[Path]:
+def _walk(root: Path, passed: Counter[str]) -> Iterator[Path]:
     for entry in sorted(root.iterdir()):
         if entry.name.startswith(".") or entry.name in SKIP_DIRS:
             continue
         if entry.is_dir() and not entry.is_symlink():
-            yield from _walk(entry)
+            yield from _walk(entry, passed)
         elif entry.is_file() and (entry.suffix.lower() in _INDEXED or entry.name in TEXT_NAMES):
             yield entry
+        elif entry.is_file():
+            passed[entry.suffix.lower() or "(no suffix)"] += 1
 
 
-def find_files(paths: Sequence[str | PathLike[str]]) -> tuple[list[Path], list[AddResult]]:
+def find_files(paths: Sequence[str | PathLike[str]],
+               passed: Counter[str] | None = None) -> tuple[list[Path], list[AddResult]]:
     """Every file named, and in each folder named the files with a text, code or document suffix (hidden
-    and vendored folders skipped), resolved and without repeats; plus what could not be used, and why."""
+    and vendored folders skipped), resolved and without repeats; plus what could not be used, and why.
+    `passed` counts, by suffix, the files in those folders that are not of an indexed type."""
     files: dict[Path, None] = {}
     problems: list[AddResult] = []
+    passed = Counter() if passed is None else passed
     for raw in paths:
         p = Path(raw).expanduser()
         try:
             if p.is_dir():
-                files.update(dict.fromkeys(f.resolve() for f in _walk(p)))
+                files.update(dict.fromkeys(f.resolve() for f in _walk(p, passed)))
             elif p.is_file():
                 files[p.resolve()] = None
             else:

@@ -17,7 +17,7 @@ import structlog
 import trio
 
 from orchestrator.core.errors import InputError, ProviderError
-from orchestrator.memory.embeddings import Embedder, numpy
+from orchestrator.memory.embeddings import ENV_MODEL, Embedder, numpy
 from orchestrator.store.db import Store, immediate
 from orchestrator.store.sqlite import sqlite_utils
 
@@ -165,19 +165,37 @@ _ALNUM = re.compile(r"[^\W_]+")
 _MAX_TERMS = 64
 
 
-def fts_query(text: str) -> str | None:
-    """An FTS5 MATCH expression any input is safe in: every whitespace-separated term becomes a quoted
-    string (so `server-sent`, `a & b`, quotes and parentheses are text, never syntax), OR-ed so that a
-    question need not contain every word; bm25 ranks chunks holding more and rarer terms first.
+# Scripts written without spaces between words (and Hangul, whose words carry their particles).
+_DENSE = re.compile("[\u0e00-\u0eff\u1000-\u109f\u1780-\u17ff\u1100-\u11ff\u3040-\u30ff\u3130-\u318f"
+                    "\u3400-\u4dbf\u4e00-\u9fff\uac00-\ud7af\uf900-\ufaff]+")
+
+
+@dataclass(frozen=True)
+class FullText:
+    """What the full-text pass looks for: a MATCH expression for the word index, and the runs of
+    space-less scripts for the trigram index."""
+
+    words: str | None
+    dense: tuple[str, ...] = ()
+
+
+def fts_query(text: str) -> FullText | None:
+    """The word index's MATCH expression, safe for any input: every whitespace-separated term becomes a
+    quoted string (so `server-sent`, `a & b`, quotes and parentheses are text, never syntax), OR-ed so that
+    a question need not contain every word; bm25 ranks chunks holding more and rarer terms first.
     Inside quotes FTS5 tokenizes as it indexed, so `max_inflight_requests` is the phrase "max inflight requests".
+    Runs of Thai, Lao, Khmer, Burmese, Chinese, Japanese or Korean go to the trigram index as they are.
     None when nothing searchable is left (only stopwords or punctuation)."""
+    text = text.replace("\0", " ")  # FTS5 reads a NUL as the end of the query string
+    dense = tuple(dict.fromkeys(_DENSE.findall(text)))[:_MAX_TERMS]
     terms: dict[str, str] = {}
-    for raw in text.replace("\0", " ").split():  # FTS5 reads a NUL as the end of the query string
+    for raw in _DENSE.sub(" ", text).split():
         words = [w.lower() for w in _ALNUM.findall(raw)]
         if not words or all(w in _STOPWORDS for w in words):
             continue
         terms.setdefault(" ".join(words), '"' + raw.replace('"', '""') + '"')
-    return " OR ".join(list(terms.values())[:_MAX_TERMS]) or None
+    words = " OR ".join(list(terms.values())[:_MAX_TERMS]) or None
+    return FullText(words, dense) if words or dense else None
 
 
 # --- fusion ----------------------------------------------------------------------------------
@@ -233,6 +251,14 @@ _SCHEMA = [
     "INSERT INTO kb_chunks_fts (rowid, name, text) VALUES (new.id, new.name, new.text); END",
     "CREATE TRIGGER IF NOT EXISTS kb_chunks_ad AFTER DELETE ON kb_chunks BEGIN "
     "INSERT INTO kb_chunks_fts (kb_chunks_fts, rowid, name, text) VALUES ('delete', old.id, old.name, old.text); END",
+    # Thai, Lao, Khmer, Burmese, Chinese, Japanese and Korean do not put spaces between words, so the word
+    # index above never sees their words: a trigram index beside it finds any run of three characters.
+    "CREATE VIRTUAL TABLE IF NOT EXISTS kb_chunks_tri USING fts5 (text, content='kb_chunks', "
+    "content_rowid='id', tokenize='trigram')",
+    "CREATE TRIGGER IF NOT EXISTS kb_chunks_tri_ai AFTER INSERT ON kb_chunks BEGIN "
+    "INSERT INTO kb_chunks_tri (rowid, text) VALUES (new.id, new.text); END",
+    "CREATE TRIGGER IF NOT EXISTS kb_chunks_tri_ad AFTER DELETE ON kb_chunks BEGIN "
+    "INSERT INTO kb_chunks_tri (kb_chunks_tri, rowid, text) VALUES ('delete', old.id, old.text); END",
     "CREATE TABLE IF NOT EXISTS kb_vectors (chunk INTEGER PRIMARY KEY, model TEXT NOT NULL, vector BLOB NOT NULL)",
     # Bumped by every write, so a process notices that another one changed the vectors it holds in memory.
     "CREATE TABLE IF NOT EXISTS kb_meta (key TEXT PRIMARY KEY, value INTEGER NOT NULL)",
@@ -245,10 +271,18 @@ _BUMP = ("INSERT INTO kb_meta (key, value) VALUES ('generation', 1) "
          "ON CONFLICT (key) DO UPDATE SET value = value + 1")
 
 
+_TRI = ("SELECT rowid FROM kb_chunks_tri WHERE kb_chunks_tri MATCH ? "
+        "ORDER BY bm25(kb_chunks_tri), rowid LIMIT ?")
+_SHORT = "SELECT id FROM kb_chunks WHERE instr(lower(text), lower(?)) > 0 ORDER BY id LIMIT ?"
+
+
 def _create(db: sqlite_utils.Database) -> None:
     with immediate(db):
+        fresh = "kb_chunks_tri" not in db.table_names()
         for statement in _SCHEMA:
             db.execute(statement)
+        if fresh:  # a knowledge base made before the trigram index: index what it already holds
+            db.execute("INSERT INTO kb_chunks_tri (kb_chunks_tri) VALUES ('rebuild')")
 
 
 def _memory_db() -> sqlite_utils.Database:
@@ -316,11 +350,14 @@ def _remove(db: sqlite_utils.Database, path: str) -> bool:
         return found
 
 
-def _passes(db: sqlite_utils.Database, fts: str | None, depth: int, model: str | None, width: int,
+def _passes(db: sqlite_utils.Database, fts: FullText | None, depth: int, model: str | None, width: int,
             held: tuple[int, str, int] | None) -> tuple[list[int], _Matrix | None]:
     """The full-text ranking, and the vector matrix when the one held in memory is stale (else None).
     One call, so the ranking and the generation are read from the same state."""
-    ids = [r[0] for r in db.execute(_FTS, [fts, depth])] if fts else []
+    ids = [r[0] for r in db.execute(_FTS, [fts.words, depth])] if fts and fts.words else []
+    for term in fts.dense if fts else ():
+        query, args = (_TRI, ['"' + term.replace('"', '""') + '"']) if len(term) >= 3 else (_SHORT, [term])
+        ids += [r[0] for r in db.execute(query, [*args, depth]) if r[0] not in ids]
     if model is None:
         return ids, None
     found = db.execute("SELECT value FROM kb_meta WHERE key = 'generation'").fetchone()
@@ -459,7 +496,9 @@ class SqliteKnowledgeBase:
     async def _query_vector(self, query: str, mode: Mode) -> np.ndarray | None:
         if self.embedder is None:
             if mode == "vector":
-                raise KnowledgeError("vector search needs an embedding model, and none is configured")
+                raise KnowledgeError(f"vector search needs an embedding model: pass --embed PROVIDER/MODEL (e.g. "
+                                     f"--embed ollama/nomic-embed-text) or set {ENV_MODEL}, and add the documents "
+                                     "again to embed them; without one, use --mode fts")
             return None
         try:
             raw = await self.embedder.embed([query])

@@ -419,7 +419,7 @@ class Anthropic:
                         return
             parser.finish()
         except httpx.TransportError as exc:
-            raise self._scrubbed(http.transport(exc, self.id)) from exc
+            raise self._scrubbed(http.transport(exc, self.id, self._base)) from exc
         except httpx.DecodingError as exc:
             raise E.ProtocolError(self._redact(f"undecodable response body: {exc}"), provider=self.id) from exc
 
@@ -427,7 +427,7 @@ class Anthropic:
         try:
             resp = await self._client.get(f"{self._base}/v1/models", headers=self._headers)
         except httpx.TransportError as exc:
-            raise self._scrubbed(http.transport(exc, self.id)) from exc
+            raise self._scrubbed(http.transport(exc, self.id, self._base)) from exc
         if not resp.is_success:
             raise self._http_error(resp)
 

@@ -151,7 +151,7 @@ class Catalog:
         override = _by_prefix(self._overrides, f"{provider}/{model}".lower())
         if base is None and override is None and f"{provider}/{model}" not in self._warned:
             self._warned.add(f"{provider}/{model}")
-            log.warning("unknown model: using conservative limits", provider=provider, model=model,
+            log.info("unknown model: using conservative limits", provider=provider, model=model,
                         context_window=UNKNOWN.context_window, max_output=UNKNOWN.max_output)
         info = base or UNKNOWN
         if override is None:

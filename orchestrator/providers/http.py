@@ -6,6 +6,7 @@ Vendor modules decide the class of a body; this module owns everything that does
 from __future__ import annotations
 
 import email.utils
+import os
 import re
 import time
 from contextlib import aclosing, asynccontextmanager, suppress
@@ -16,6 +17,7 @@ import msgspec
 import trio
 
 from orchestrator.core import errors as E
+from orchestrator.providers.config import URL_ENV
 from orchestrator.providers.sse import SSE, iter_sse
 
 TIMEOUT = httpx.Timeout(connect=10.0, read=120.0, write=30.0, pool=10.0)
@@ -69,6 +71,9 @@ def by_status(status: int, message: str, provider: str, wait: float | None) -> E
         cls = E.AuthError
     elif status == 402:
         cls = E.QuotaError
+    elif status == 404:
+        cls = E.ModelNotFoundError
+        message += " (is the model name right? `orchestrator models` shows the providers)"
     elif status in (408, 504):
         cls = E.TimeoutError
     elif status == 409 or status >= 500:
@@ -78,11 +83,35 @@ def by_status(status: int, message: str, provider: str, wait: float | None) -> E
     return cls(message, provider=provider, retry_after=wait)
 
 
-def transport(exc: httpx.TransportError, provider: str) -> E.ProviderError:
-    """A fault below HTTP: never a success, always retryable."""
+_answered = False  # has any server answered a model call in this process?
+
+
+def answered() -> None:
+    global _answered
+    _answered = True
+
+
+def transport(exc: httpx.TransportError, provider: str, address: str = "") -> E.ProviderError:
+    """A fault below HTTP: never a success. Retryable, except a connection that could not be opened
+    before any server ever answered: then the address is wrong or the server is not running."""
     if isinstance(exc, httpx.TimeoutException):
         return E.TimeoutError(f"no answer in time ({type(exc).__name__})", provider=provider)
+    if isinstance(exc, httpx.ConnectError) and not _answered:
+        return E.UnreachableError(f"cannot connect to {address or 'the server'} ({exc}); {_setting(provider)}",
+                                  provider=provider)
     return E.ConnectionError(f"connection failed ({type(exc).__name__}: {exc})", provider=provider)
+
+
+def _setting(provider: str) -> str:
+    """Where the address came from, so the user knows what to change."""
+    var = "OLLAMA_HOST" if provider == "ollama" else URL_ENV.get(provider)
+    if var is None:
+        return f"is the server running? the address is [endpoints.{provider}] base_url in the config file"
+    if os.environ.get(var, "").strip():
+        return f"is the server running? the address was set by {var}"
+    if provider == "ollama":
+        return "is Ollama running? start `ollama serve`, or set OLLAMA_HOST to where it listens"
+    return f"this is the default address; set {var} (or base_url in the config file) to change it"
 
 
 def interrupted(provider: str) -> E.ProviderError:
@@ -148,6 +177,7 @@ async def post_events(client: httpx.AsyncClient, url: str, body: dict[str, Any],
     events its stream would have had, so the vendor's one parser handles both.
     """
     async with client.stream("POST", url, content=encode(body), headers=headers) as resp:
+        answered()
         if not resp.is_success:
             await resp.aread()
             raise error(resp)

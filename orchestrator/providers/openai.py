@@ -395,7 +395,7 @@ class OpenAICompatible:
         except httpx.TransportError as exc:
             # After finish_reason the answer is whole: a fault while waiting for usage or [DONE] costs only the counts.
             if parser.finish_reason is None:
-                raise _clean(http.transport(exc, self.id), self._keys) from exc
+                raise _clean(http.transport(exc, self.id, self.base_url), self._keys) from exc
         for ev in parser.finish():
             yield ev
 
@@ -403,7 +403,7 @@ class OpenAICompatible:
         try:
             resp = await self._client.get(f"{self.base_url}/models", headers=self._headers)
         except httpx.TransportError as exc:
-            raise _clean(http.transport(exc, self.id), self._keys) from exc
+            raise _clean(http.transport(exc, self.id, self.base_url), self._keys) from exc
         if not resp.is_success:
             raise self._http_error(resp)
 

@@ -3,6 +3,8 @@ The registry owns every provider and httpx client it creates (closed on exit) an
 """
 from __future__ import annotations
 
+import difflib
+import re
 from typing import Callable, Mapping
 
 import httpx
@@ -13,7 +15,7 @@ from orchestrator.core.errors import InputError, ProviderError
 from orchestrator.providers import http
 from orchestrator.providers.anthropic import Anthropic
 from orchestrator.providers.base import Provider
-from orchestrator.providers.catalog import Catalog, ModelInfo
+from orchestrator.providers.catalog import BUILTIN, Catalog, ModelInfo
 from orchestrator.providers.config import Candidate, Config, load_config, mask
 from orchestrator.providers.openai import OpenAICompatible
 from orchestrator.providers.rotation import Rotation
@@ -40,6 +42,22 @@ class SourceCheck(Struct, kw_only=True):
     explicit: bool  # the user set it up (Ollama's built-in default is not)
     candidates: list[CandidateCheck]
     hint: str = ""  # what to do, when it cannot be used as it is
+
+
+def _squeezed(name: str) -> str:
+    return re.sub(r"[^a-z0-9]", "", name.lower())
+
+
+def _guess(text: str) -> str:
+    """What a bare name probably meant: a catalog model spelled without its dashes or dots
+    (`gpt4.1`), or a near miss; else the name on Ollama."""
+    names = {_squeezed(n): n for n in BUILTIN}
+    model = names.get(_squeezed(text)) or next(iter(difflib.get_close_matches(text.lower(), BUILTIN, n=1,
+                                                                                cutoff=0.8)), None)
+    if model is None:
+        return f"for example ollama/{text or 'qwen3'}"
+    vendor = next((name for prefix, name in PREFIXES if model.startswith(prefix)), "ollama")
+    return f"did you mean {vendor}/{model}?"
 
 
 class Registry:
@@ -98,8 +116,7 @@ class Registry:
             if text.startswith(prefix):
                 return name, text
         raise InputError(f"model {text!r}: say which provider serves it, as PROVIDER/MODEL "
-                         f"(for example ollama/{text or 'qwen3'}); bare names work for gpt-, o1, o3, o4, "
-                         "chatgpt- and claude- models")
+                         f"({_guess(text)}); bare names work for gpt-, o1, o3, o4, chatgpt- and claude- models")
 
     def resolve(self, model_string: str) -> tuple[Provider, str]:
         name, model = self.split(model_string)
@@ -194,7 +211,7 @@ class Registry:
         if not checks:
             hint = self.config.hint(name)
         elif name == "ollama" and not any(c.ok for c in checks) and \
-                all(c.error_class in ("connection", "timeout") for c in checks):
+                all(c.error_class in ("connection", "unreachable", "timeout") for c in checks):
             hint = f"ollama: not reachable at {checks[0].base_url} — start `ollama serve` or set OLLAMA_HOST"
         return SourceCheck(name=name, kind=src.kind, configured=bool(checks), explicit=src.explicit,
                            candidates=checks, hint=hint)

@@ -554,4 +554,4 @@ def _explain(exc: ProviderError) -> str:
     where = f"{exc.provider}: " if exc.provider else ""
     retried = "retried until the attempts ran out" if exc.retryable else "not retried"
     hint = " Check the API key and the account." if exc.account else ""
-    return f"{where}the model call failed ({exc.kind}, {retried}): {exc}.{hint}"
+    return f"{where}the model call failed ({exc.kind}, {retried}): {str(exc).rstrip('.')}.{hint}"

@@ -13,8 +13,8 @@ from typing import Callable
 
 import trio
 
-from orchestrator.core.errors import InputError
-from orchestrator.core.events import Check, Event
+from orchestrator.core.errors import FATAL_KINDS, InputError
+from orchestrator.core.events import Check, ErrorEvent, Event
 from orchestrator.core.types import Usage
 from orchestrator.core.retry import RetryPolicy
 from orchestrator.mcplink.servers import Hub, open_hub
@@ -126,6 +126,13 @@ async def _play(scn: Scenario, store: Store, resolve, ws: Path, sink, retry: Ret
     rooms: list[str] = []
     can_confirm = any(t.confirm for t in turns)  # someone answers only if the scenario does
     problems: list[str] = []
+    fatal: list[ErrorEvent] = []
+
+    def watch(ev: Event) -> None:
+        if isinstance(ev, ErrorEvent) and ev.error_class in FATAL_KINDS:
+            fatal.append(ev)  # a missing model or a dead address: no later turn can do better
+        sink(ev)
+
     room_id: str | None = None
     i = 0
     while True:
@@ -133,10 +140,10 @@ async def _play(scn: Scenario, store: Store, resolve, ws: Path, sink, retry: Ret
         async with AsyncExitStack() as stack:
             if room_id is None:
                 room = await stack.enter_async_context(
-                    Room.create(store, scn.team, resolve, name=scn.name, workspace=ws, retry=retry, on_event=sink,
+                    Room.create(store, scn.team, resolve, name=scn.name, workspace=ws, retry=retry, on_event=watch,
                                 can_confirm=can_confirm, models=models, mcp=hub))
             else:
-                room = await stack.enter_async_context(Room.open(store, room_id, resolve, retry=retry, on_event=sink,
+                room = await stack.enter_async_context(Room.open(store, room_id, resolve, retry=retry, on_event=watch,
                                                                  can_confirm=can_confirm, models=models, mcp=hub))
             room_id = room.id
             if room_id not in rooms:
@@ -150,6 +157,9 @@ async def _play(scn: Scenario, store: Store, resolve, ws: Path, sink, retry: Ret
                 else:
                     await trio.sleep_until(last + turn.after)
                 last = trio.current_time()
+                if fatal:
+                    await _settle(room, None, problems)
+                    return room_id, problems
                 if turn.restart or turn.new_room:
                     await _settle(room, None, problems)
                     fresh = turn.new_room

@@ -46,10 +46,12 @@ def load_agent_file(path: str | Path) -> AgentDef:
     return agent
 
 
-def default_team() -> Team:
-    """Every agents/*.md, sorted by name, under the commander of agents/commander.md (or the built-in one)."""
+def default_team(folder: Path | None = None) -> Team:
+    """Every *.md of `folder` (default: the shipped agents/), sorted by name, under the commander of its
+    commander.md (else the shipped one, else the built-in one)."""
+    folder = folder or data_dir("agents")
     agents: dict[str, AgentDef] = {}
-    for path in sorted(data_dir("agents").glob("*.md")):
+    for path in sorted(folder.glob("*.md")):
         if path.name == "commander.md":
             continue
         agent = load_agent_file(path)
@@ -58,8 +60,8 @@ def default_team() -> Team:
         if agent.name in agents:
             raise InputError(f"{path}:1: duplicate agent name `{agent.name}` (also in {agents[agent.name].from_})")
         agents[agent.name] = msgspec.structs.replace(agent, from_=str(path))
-    commander = data_dir("agents") / "commander.md"
-    lead = load_agent_file(commander) if commander.is_file() else AgentDef()
+    commander = next((c for c in (folder / "commander.md", data_dir("agents") / "commander.md") if c.is_file()), None)
+    lead = load_agent_file(commander) if commander else AgentDef()
     return Team(commander=msgspec.structs.replace(lead, name="commander"), agents=[agents[n] for n in sorted(agents)])
 
 
@@ -145,4 +147,8 @@ def load_team(path: str | Path) -> Team:
     if doc.node is None:
         raise doc.error((), "the file is empty: a team file holds `agents:` "
                             "(and optionally `commander:`, `limits:`)")
+    scenario_keys = [k for k in ("team", "models", "turns", "expect", "name") if k in (doc.data or {})]
+    if isinstance(doc.data, dict) and scenario_keys:
+        raise doc.error((scenario_keys[0],), f"this is a scenario, not a team file: play it with `--scripted {path}`, "
+                                   "or pass --team a file holding only its `team:` block's contents", key=True)
     return checked_team(doc, (), doc.decode(Team), Path(path).parent, default_model="")

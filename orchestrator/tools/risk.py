@@ -595,7 +595,7 @@ def _deletion(cmd: Cmd, prog: str, args: list[str]):
         if not pos and "xargs" in cmd.wrappers:
             return risk, "deletes whatever xargs is fed"
         if flags & {"-r", "-R", "--recursive"} and any(not _ok_recursive(p, cmd) for p in pos):
-            return risk, "deletes folders outside the workspace's build folders"
+            return risk, "deletes a folder and everything in it"
         if "{}" in pos and not cmd.found_build:
             return risk, "deletes what find matches"
         if any(p.startswith(("/", "~", "$HOME", "${HOME}")) and not p.startswith("/tmp/") for p in pos):

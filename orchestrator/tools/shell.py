@@ -65,9 +65,9 @@ async def bash(args: BashArgs, ctx: ToolContext) -> ToolOutput | str:
     if verdict.blocked:
         log.warning("shell command refused", category="blocklist", length=len(command))
         return ToolOutput(f"Refused: this command is never run ({verdict.blocked}).", is_error=True)
-    where = "" if cwd == ctx.workspace else f" in {args.cwd}"
+    where = "" if cwd == ctx.workspace else f"; run in {args.cwd}"
     for risk in verdict.risks:
-        summary = f"{ctx.agent} wants to run{where} ({risk.label}: {risk.reason}):\n{command}"
+        summary = f"{command}\n({risk.reason}{where})"
         allowed = await ctx.session.confirm(ctx.agent, risk.category, summary)
         log.info("risky shell command", category=risk.category, length=len(command), allowed=allowed)
         if not allowed:

@@ -1,4 +1,4 @@
-"""`orchestrator chat`: the interactive group-chat shell (G7, G9, G10, G11): its flags, the team and
+"""`orchestrator chat`: the interactive group-chat shell: its flags, the team and
 models it runs, and the terminal it must leave as it found it.
 
 The session itself is shell.py; what it shows is view.py; how it reads lines is prompt.py.
@@ -17,7 +17,7 @@ from typing import Any, Callable, Iterator
 import trio
 
 from orchestrator.cli.chat.shell import Shell
-from orchestrator.cli.paths import default_db
+from orchestrator.cli.paths import default_db, private_file
 from orchestrator.core.errors import InputError
 from orchestrator.providers.catalog import Catalog
 from orchestrator.store.db import Store
@@ -31,13 +31,16 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
                               description="Talk with a room: a commander and its team. Lines typed while "
                                           "agents work steer them; Ctrl-C stops them all.")
     c.add_argument("--team", type=Path, metavar="TEAM.yaml",
-                   help="the team (a scenario's `team:` block on its own); default: the agents/ folder")
-    c.add_argument("--model", default=os.environ.get("ORCHESTRATOR_MODEL") or None, metavar="PROVIDER/MODEL",
-                   help="run every agent on this model (default: $ORCHESTRATOR_MODEL)")
+                   help="the team (a scenario's `team:` block on its own); default: the *.md agent files "
+                        "of ./agents/ if there are any, else the shipped team")
+    c.add_argument("--model", default=None, metavar="PROVIDER/MODEL",
+                   help="run every agent on this model (default: with --resume, the room's own; else "
+                        "$ORCHESTRATOR_MODEL)")
     c.add_argument("--db", type=Path, default=default_db(), help="the SQLite file (default: %(default)s)")
     c.add_argument("--resume", metavar="ROOM", help="continue a stored room (id, unique id prefix or name)")
-    c.add_argument("--scripted", type=Path, metavar="SCENARIO.yaml",
-                   help="play a scenario's scripted models (and team) instead of a real model; "
+    c.add_argument("--scripted", metavar="SCENARIO",
+                   help="play a scenario's scripted models (and team) instead of a real model (a file, or a "
+                        "shipped scenario's name); "
                         "its turns are ignored: you type instead")
     c.add_argument("--workspace", type=Path, help="the agents' workspace folder (default: the current folder; "
                                                   "with --scripted, the scenario's or a temporary one)")
@@ -133,11 +136,24 @@ async def _setup(args: argparse.Namespace, store: Store, stack: AsyncExitStack) 
     scripted = None
     workspace = args.workspace.resolve() if args.workspace else None
     name = args.name or "chat"
+    record = None
+    if args.resume:
+        record = await store.room(args.resume)
+        if record is None:
+            raise InputError(f"no room {args.resume!r} in {args.db}; `orchestrator rooms --db {args.db}` "
+                             "lists them")
+        if not (args.model or args.scripted or args.team):  # the room goes on as it was started
+            args.model = record.meta.get("model") or None
+            if record.meta.get("scripted") and Path(record.meta["scripted"]).is_file():
+                args.scripted = record.meta["scripted"]
+    args.model = args.model or os.environ.get("ORCHESTRATOR_MODEL") or None
     if args.scripted:
         from orchestrator.providers.scripted import ScriptedProvider
         from orchestrator.scenario.loader import load_scenario
         from orchestrator.scenario.runner import prepare_workspace, reply
+        from orchestrator.scenario.shipped import find_scenario
 
+        args.scripted = find_scenario(args.scripted, folder_hint="--scripted plays one scenario file").resolve()
         scn = load_scenario(args.scripted)
         team = scn.team
         scripted = ScriptedProvider({q: [reply(i) for i in items] for q, items in scn.models.items()},
@@ -153,11 +169,7 @@ async def _setup(args: argparse.Namespace, store: Store, stack: AsyncExitStack) 
 
         team = load_team(args.team)
     models_of = team
-    if args.resume:
-        record = await store.room(args.resume)
-        if record is None:
-            raise InputError(f"no room {args.resume!r} in {args.db}; `orchestrator rooms --db {args.db}` "
-                             "lists them")
+    if record is not None:
         if models_of is None:
             import msgspec
 
@@ -165,7 +177,8 @@ async def _setup(args: argparse.Namespace, store: Store, stack: AsyncExitStack) 
     elif team is None:
         from orchestrator.team.loader import default_team
 
-        team = models_of = default_team()
+        local = Path("agents")
+        team = models_of = default_team(local if local.is_dir() and any(local.glob("*.md")) else None)
     resolve, models, prices = await resolver(args.model, models_of, scripted, stack)
     from orchestrator.mcplink.config import configured
     from orchestrator.mcplink.servers import default_log_dir, open_hub
@@ -189,6 +202,10 @@ async def resolver(model: str | None, team: Team, scripted: Any, stack: AsyncExi
     strings = {a.model for a in (team.commander, *team.agents)}
     if scripted is not None and model is None and strings <= {"", "scripted"}:
         return (lambda _model: (scripted, "scripted")), None, Catalog().price
+    if scripted is None and model is None and "scripted" in strings:
+        raise InputError("this room's agents play a scenario's script: resume it with --scripted SCENARIO "
+                         "(the scenario it was started with), or put them on a real model with --model "
+                         "PROVIDER/MODEL")
     registry = await stack.enter_async_context(Registry.load())
     if model is None and scripted is None and "" in strings:
         raise _which_model(registry)
@@ -217,7 +234,7 @@ def _which_model(registry: Any) -> InputError:
             "Then choose the model with --model PROVIDER/MODEL (or ORCHESTRATOR_MODEL), e.g. "
             "`orchestrator chat --model ollama/qwen3` for a local Ollama (`ollama serve`; set OLLAMA_HOST "
             "if it is not on localhost:11434). To try the shell without any key: "
-            "`orchestrator chat --scripted scenarios/tutor-handoff.yaml`")
+            "`orchestrator chat --scripted tutor-handoff`")
     example = f"{configured[0]}/MODEL" if configured else "PROVIDER/MODEL"
     return InputError(f"which model should the agents use? pass --model PROVIDER/MODEL or set ORCHESTRATOR_MODEL "
                       f"(configured: {', '.join(configured) or 'none usable'}; e.g. --model {example})")
@@ -228,7 +245,7 @@ async def _chat(args: argparse.Namespace, interactive: bool) -> int:
         db = Path(args.db)
         if args.resume and not db.exists():
             raise InputError(f"{db}: no such database; pass --db PATH or set ORCHESTRATOR_DB")
-        db.parent.mkdir(parents=True, exist_ok=True)
+        private_file(db)
         store = await Store.open(db)
         stack.push_async_callback(store.close)
         setup = await _setup(args, store, stack)

@@ -49,6 +49,7 @@ class Prompt:
             return ANSI(self.view._paint("1;32", f"you{to}> "))
 
         return PromptSession(message, history=history, completer=_completer(self._room, self._commands),
+                             input_processors=[_unjoined()],
                              complete_while_typing=True, bottom_toolbar=self._toolbar, refresh_interval=0.1,
                              erase_when_done=True, enable_suspend=False)
 
@@ -137,3 +138,44 @@ def _completer(current_room: Callable[[], Any], commands: dict[str, str]):
                         yield Completion(cmd, start_position=-len(word), display_meta=short(meta, 40))
 
     return MemberCompleter()
+
+
+def _unjoined():
+    """Shows an emoji sequence joined by U+200D (👩‍💻) as its parts, in the input line only.
+
+    prompt_toolkit counts the parts' widths (4 cells) while a modern terminal draws the joined glyph
+    in 2, so the cursor and the rest of the line drift; drawn apart, every terminal agrees with it.
+    The typed text keeps the joiner.
+    """
+    from prompt_toolkit.layout.processors import Processor, Transformation
+    from prompt_toolkit.utils import get_cwidth
+
+    class Unjoined(Processor):
+        def apply_transformation(self, ti):
+            to_display: list[int] = []
+            fragments, shown, previous = [], 0, ""
+            for style, text, *rest in ti.fragments:
+                kept = []
+                for ch in text:
+                    to_display.append(shown)
+                    if not (ch == "\u200d" and previous and get_cwidth(previous) == 2):
+                        kept.append(ch)
+                        shown += 1
+                    previous = ch
+                fragments.append((style, "".join(kept), *rest))
+            if shown == len(to_display):
+                return Transformation(ti.fragments)
+            to_display.append(shown)
+            to_source = [0] * (shown + 1)
+            for i in reversed(range(len(to_display))):
+                to_source[to_display[i]] = i
+
+            def source_to_display(i: int) -> int:
+                return to_display[min(i, len(to_display) - 1)] if i >= 0 else i
+
+            def display_to_source(i: int) -> int:
+                return to_source[min(i, shown)] if i >= 0 else i
+
+            return Transformation(fragments, source_to_display, display_to_source)
+
+    return Unjoined()

@@ -7,6 +7,8 @@ from __future__ import annotations
 
 import argparse
 import os
+import shlex
+import shutil
 import signal
 from dataclasses import dataclass
 from pathlib import Path
@@ -15,9 +17,11 @@ from typing import Any
 import trio
 
 from orchestrator.cli.chat.prompt import Prompt
-from orchestrator.cli.chat.view import View, short
-from orchestrator.core.errors import InputError
-from orchestrator.core.events import Done, Event, message_event
+from orchestrator.cli.chat.view import View, short, wrap
+from orchestrator.cli.paths import default_db, private_file
+from orchestrator.core.errors import FATAL_KINDS, InputError
+from orchestrator.core.events import Done, ErrorEvent, Event, message_event
+from orchestrator.providers.catalog import UNKNOWN
 from orchestrator.store.db import Store
 
 _ANSWERS = {"o": "once", "once": "once", "this once": "once",
@@ -41,7 +45,7 @@ HELP = """\
 Type a line to talk to the room; it goes to the floor owner (the commander unless it handed off).
   @name line    address one member directly (Tab completes names); @commander takes the floor back
   a line typed while agents work is picked up by them at their next step
-  Ctrl-C        stop every agent (G9); at an idle prompt, twice to leave
+  Ctrl-C        stop every agent; at an idle prompt, twice to leave
   o / r / d     answer a confirmation request: this once, this run, deny
   //text        send a line that starts with "/"
 """ + "\n".join(f"  {cmd:<13} {text}" for cmd, text in COMMANDS.items())
@@ -67,14 +71,16 @@ class Shell:
         self._nursery: trio.Nursery | None = None
         self._leave = trio.CancelScope()
         self._failures = 0
+        self.exit_code = 0
         self._last_room: str | None = None
-        history = Path(args.db).parent / "chat_history" if getattr(args, "db", None) else None
+        history = private_file(Path(args.db).parent / "chat_history") if getattr(args, "db", None) else None
         self.prompt = Prompt(self.view, history, lambda: self.room, lambda: self.room_name, COMMANDS, interactive)
 
     # output
     def _print(self, line: str) -> None:
         if self.prompt.lines is not None:
-            self.prompt.lines.line(line)  # whole lines only, above the prompt
+            for row in wrap(line, shutil.get_terminal_size().columns):
+                self.prompt.lines.line(row)  # whole lines only, above the prompt
         else:
             print(line, flush=True)
 
@@ -83,6 +89,10 @@ class Shell:
 
     def on_event(self, ev: Event) -> None:
         self.view(ev)
+        if isinstance(ev, ErrorEvent) and ev.error_class in FATAL_KINDS:  # every later line would fail alike
+            self.say("the shell leaves: fix the model or the address, then resume the room")
+            self.exit_code = 3
+            self._leave.cancel()
         scripted = self.setup.scripted
         if isinstance(ev, Done) and scripted is not None and len(scripted.failures) > self._failures:
             for f in scripted.failures[self._failures:]:
@@ -108,7 +118,8 @@ class Shell:
                     with trio.CancelScope(shield=True):
                         await self.prompt.gone()
                 nursery.cancel_scope.cancel()
-        return 0
+        self.goodbye()
+        return self.exit_code
 
     async def _room(self, ref: str | None) -> str | None:
         """Create (ref None) or reopen a room and talk in it; returns the room to open next, None to leave."""
@@ -135,15 +146,42 @@ class Shell:
             self._last_room = room.id
             try:
                 if ref is None:
+                    await self._remember(room)
                     self.say(f"room {room.record.name} ({room.id}) · {self.args.db} · /help for commands")
                 else:
                     self.say(f"resumed room {room.record.name} ({room.id}) · floor: {room.floor}")
+                self._uncatalogued(room)
                 return await self._converse(room)
             finally:
                 with trio.CancelScope(shield=True), trio.move_on_after(10):
                     if room.busy:
                         await room.stop("the shell left the room")
                 self.room = None
+
+    def _uncatalogued(self, room) -> None:
+        """Models the catalog does not know run with a small assumed window: say so once, with the fix."""
+        if self.setup.models is None:
+            return
+        strings = {self.args.model} if self.args.model else {m.spec.model for m in room.members.values()}
+        for model in sorted(strings - {"", "scripted", None}):
+            info = self.setup.models(model)
+            if info is not None and info.note == UNKNOWN.note:
+                self.say(f"{model} is not in the catalog: assuming a {info.context_window:,}-token window; "
+                         f'set [models."{model}"] context_window in the config file to change it')
+
+    async def _remember(self, room) -> None:
+        """What `--resume` needs to go on as this room started: its model, or the scenario it plays."""
+        extra = {"model": self.args.model, "scripted": str(self.args.scripted) if self.args.scripted else None}
+        extra = {k: v for k, v in extra.items() if v}
+        if extra:
+            await self.store.set_meta(room.id, {**room.record.meta, **extra})
+
+    def goodbye(self) -> None:
+        """How to come back to the room just left."""
+        if self._last_room is None:
+            return
+        db = "" if Path(self.args.db) == default_db() else f" --db {shlex.quote(str(self.args.db))}"
+        self.say(f"resume with: orchestrator chat --resume {self._last_room}{db}")
 
     async def _converse(self, room) -> str | None:
         while True:
@@ -165,6 +203,8 @@ class Shell:
                 continue
             if nxt is not None:
                 return nxt.ref
+            if not self.interactive:  # piped lines take turns, as typed ones would after each reply
+                await room.question_or_idle()
 
     def _interrupt(self) -> None:
         room = self.room

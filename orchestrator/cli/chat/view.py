@@ -37,6 +37,54 @@ def short(value: object, n: int = 60) -> str:
     return text if len(text) <= n else text[:n - 1] + "…"
 
 
+_ESCAPE = re.compile(r"\x1b\[[0-9;]*m")
+_PAINTED = re.compile(r"(\x1b\[[0-9;]*m)(.*)\x1b\[0m", re.S)
+# what continuation rows are indented under: a speaker's label, a mark, or a table's first column
+_LABEL = re.compile(r"\s*(?:└ )?(?:[\w.-]+: |[›⇢▸!?*] |[^ ]+(?: [^ ]+)*? {2,})?")
+
+
+def width_of(text: str) -> int:
+    from prompt_toolkit.utils import get_cwidth
+
+    return get_cwidth(_ESCAPE.sub("", text))
+
+
+def wrap(line: str, width: int) -> list[str]:
+    """A line in rows of at most `width` cells, broken between words (a word longer than a row is cut),
+    continuation rows indented under the text after the speaker's label. Colour codes take no room;
+    a line painted whole stays painted on every row."""
+    if width < 20 or width_of(line) <= width:
+        return [line]
+    if m := _PAINTED.fullmatch(line):
+        return [f"{m.group(1)}{row}\x1b[0m" for row in wrap(m.group(2), width)]
+    label = _LABEL.match(_ESCAPE.sub("", line))
+    indent = " " * min(width_of(label.group(0)) if label else 0, width // 3)
+    rows: list[str] = []
+    row, used = "", 0
+    for word in re.split(r"(?<= )", line):  # each word keeps the space after it
+        size = width_of(word.rstrip(" "))
+        if row and used + size > width:
+            rows.append(row.rstrip(" "))
+            row, used = indent, len(indent)
+        while used + size > width:  # a word longer than a whole row
+            cut = _fit(word, width - used)
+            rows.append(row + cut)
+            word, row, used = word[len(cut):], indent, len(indent)
+            size = width_of(word.rstrip(" "))
+        row += word
+        used += width_of(word)
+    rows.append(row.rstrip(" "))
+    return rows
+
+
+def _fit(word: str, cells: int) -> str:
+    """The longest start of `word` that fits in `cells` (at least one character)."""
+    end = 1
+    while end < len(word) and width_of(word[:end + 1]) <= cells:
+        end += 1
+    return word[:end]
+
+
 def _args(args: dict[str, Any], n: int = 40) -> str:
     return ", ".join(f"{k}={short(v, n)}" for k, v in args.items())
 
@@ -77,10 +125,10 @@ class View(Printer):
 
     def _text(self, author: str, line: str, first: bool, hidden: bool = False) -> None:
         if anonymous(author):
-            self._out(self.dim(f"  └ {author}: {line}"), author)
+            self._out(self.dim(f"  └ {author}: {line}".rstrip()), author)
             return
         label = f"{self._who(author)}: " if first or self._last != author else " " * (len(author) + 2)
-        text = label + line
+        text = (label + line).rstrip()
         self._out(self.dim(text) if hidden else text, author)
 
     def _publish_partial(self) -> None:
@@ -150,10 +198,11 @@ class View(Printer):
         author = ev.author
         if ev.kind in ("text", "tool_call"):
             st = self.streams.pop(author, None)
-            text = ev.text.rstrip()
-            first = True
+            text, first = ev.text, True
+            # compared before stripping: `printed` keeps the newline that ended its last line
             if st is not None and text.startswith(st.printed):
                 text, first = text[len(st.printed):], st.lines == 0
+            text = text.rstrip()
             if text:
                 for i, line in enumerate(text.split("\n")):
                     self._text(author, line, first=first and i == 0, hidden=hidden)
