@@ -56,6 +56,7 @@ class Agent:
     tools: Registry = field(default_factory=Registry)
     workspace: Path = field(default_factory=Path.cwd)
     max_output_tokens: int | None = None
+    thinking_budget: int | None = None  # extended thinking, where the vendor has it; None: the model's setting
     retry: RetryPolicy = field(default_factory=RetryPolicy)
     cache_key: str = ""
     window: int = 200_000  # the model's real context window, in tokens
@@ -106,7 +107,8 @@ async def run_turn(agent: Agent, partition: Partition, commit: Commit,
             attempt += 1
             request = Request(agent=agent.name, model=agent.model, system=agent.system,
                               messages=list(fit(partition.view, partition.sizes, agent.request_budget - fixed)),
-                              tools=specs, max_output_tokens=agent.max_output_tokens, cache_key=agent.cache_key)
+                              tools=specs, max_output_tokens=agent.max_output_tokens, cache_key=agent.cache_key,
+                              thinking_budget=agent.thinking_budget)
             partition.mark_read()
             asm = Assembler()
             try:
