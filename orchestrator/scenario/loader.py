@@ -4,6 +4,7 @@ Every problem is one InputError line, `file:line: what (at key.path)` (core/docu
 """
 from __future__ import annotations
 
+import difflib
 from pathlib import Path, PurePosixPath
 
 import msgspec
@@ -12,7 +13,7 @@ from orchestrator.core.document import Document, Parts, alternatives
 from orchestrator.core.errors import ERROR_KINDS
 from orchestrator.scenario.schema import ErrorSpec, Expect, Scenario, ScriptItem, Turn
 from orchestrator.team.loader import checked_team
-from orchestrator.team.schema import WORKER_NAME
+from orchestrator.team.schema import WORKER_NAME, Team
 
 
 def _check_files(doc: Document, files: dict[str, str]) -> None:
@@ -47,14 +48,38 @@ def _check_item(doc: Document, at: Parts, item: ScriptItem) -> None:
                         key=True)
 
 
-def _check_models(doc: Document, models: dict[str, list[ScriptItem]], agents: list[str]) -> None:
-    queues = ["commander", "worker", *agents]
+def _check_models(doc: Document, models: dict[str, list[ScriptItem]], team: Team) -> None:
+    # What each queue's model may call: an agent its tools, the commander also its three, and an
+    # anonymous run_worker helper the commander's own tools (as the room gives them).
+    from orchestrator.room.commander import ARGS as COMMANDER_TOOLS  # the loader needs only their arguments
+
+    tools = {"commander": [*team.commander.tools, *COMMANDER_TOOLS], "worker": list(team.commander.tools),
+             **{a.name: list(a.tools) for a in team.agents}}
     for name, items in models.items():
-        if name not in queues:
-            raise doc.error(("models", name), f"unknown member `{name}`: expected {alternatives(queues)}",
+        if name not in tools:
+            raise doc.error(("models", name), f"unknown member `{name}`: expected {alternatives(tools)}",
                             key=True)
         for j, item in enumerate(items):
             _check_item(doc, ("models", name, j), item)
+            _check_calls(doc, ("models", name, j), item, name, tools[name])
+
+
+def _check_calls(doc: Document, at: Parts, item: ScriptItem, queue: str, tools: list[str]) -> None:
+    """Every scripted call names a tool its agent has, with arguments its schema accepts."""
+    from orchestrator.room.commander import ARGS as COMMANDER_TOOLS
+    from orchestrator.tools.builtin import tool_args
+
+    wheres = [at + ("call",)] if item.call is not None else [at + ("calls", k) for k in range(len(item.calls or []))]
+    for where, (tool, _) in zip(wheres, item.tool_calls()):
+        if tool not in tools:
+            close = difflib.get_close_matches(tool, tools, n=1)
+            hint = f"; did you mean `{close[0]}`?" if close else ""
+            has = f"it has {', '.join(tools)}" if tools else "it has none (give it `tools: [...]`)"
+            who = "an anonymous worker" if queue == "worker" else f"`{queue}`"
+            raise doc.error(where + (tool,), f"{who} has no tool `{tool}`; {has}{hint}", key=True)
+        args = COMMANDER_TOOLS.get(tool) if queue == "commander" and tool in COMMANDER_TOOLS else tool_args(tool)
+        if args is not None:
+            doc.decode(args, where + (tool,))
 
 
 def _check_turns(doc: Document, turns: list[Turn]) -> None:
@@ -101,7 +126,7 @@ def load_scenario(path: str | Path) -> Scenario:
     team = checked_team(doc, ("team",), scenario.team, Path(path).parent, default_model="scripted")
     agents = [a.name for a in team.agents]
     _check_files(doc, scenario.files)
-    _check_models(doc, scenario.models, agents)
+    _check_models(doc, scenario.models, team)
     _check_turns(doc, scenario.turns)
     _check_expect(doc, scenario.expect, agents)
     return msgspec.structs.replace(scenario, team=team, path=Path(path).absolute())
