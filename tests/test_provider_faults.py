@@ -291,3 +291,34 @@ async def test_counts_that_do_not_prove_truncation_pass(server, words, read, oll
     finally:
         await provider.aclose()
     assert response.blocks == [TextBlock("Sure.")] and response.usage.input == read
+
+
+# --- in a room: the user is told ------------------------------------------------------------------
+
+@pytest.mark.parametrize("vendor", VENDORS)
+async def test_in_a_room_the_user_gets_a_notice_and_the_history_survives(server, tmp_path, vendor):
+    from orchestrator.room.room import Room
+    from orchestrator.store.db import Store
+    from orchestrator.store.heal import pairing_problems
+    from orchestrator.team.schema import AgentDef, Team
+
+    make, cut, _, _ = VENDORS[vendor]
+    server.replies.extend(cut() for _ in range(6))
+    provider = make(server.url)
+    store = await Store.open(tmp_path / "room.db")
+    try:
+        team = Team(commander=AgentDef(name="commander", model="x", tools=["write_file"]))
+        async with Room.create(store, team, lambda model: (provider, "m"), workspace=tmp_path) as room:
+            await room.post("write the plan to notes.md")
+            await room.idle()
+            room_id = room.id
+        messages = await store.load(room_id)
+    finally:
+        await store.close()
+        await provider.aclose()
+    assert len(server.requests) == 1
+    assert pairing_problems(messages) == []
+    notice = [m for m in messages if m.kind == "notice"]
+    assert len(notice) == 1 and "user" in notice[0].visible_to
+    assert "cut off by the model's output limit" in notice[0].text and "write_file" in notice[0].text
+    assert [m.kind for m in messages] == ["user", "tool_call", "tool_result", "notice"]

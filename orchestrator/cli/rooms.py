@@ -1,4 +1,8 @@
-"""`orchestrator rooms`, `show` and `export`: reading stored rooms (healed on load) for a person or a script."""
+"""`orchestrator rooms`, `show` and `export`: reading stored rooms for a person or a script.
+
+They only read: the file is opened read-only (no write lock, so a writer never makes them wait, and a
+read-only copy works), and a room that needs healing is healed in memory for display.
+"""
 from __future__ import annotations
 
 import sys
@@ -16,9 +20,7 @@ from orchestrator.store.export import to_markdown
 
 
 async def _open_store(db: Path) -> Store:
-    if not db.exists():
-        raise InputError(f"{db}: no such database; pass --db PATH or set ORCHESTRATOR_DB")
-    return await Store.open(db)
+    return await Store.open(db, readonly=True)
 
 
 async def cmd_rooms(args) -> int:
@@ -68,7 +70,7 @@ async def cmd_export(args) -> int:
 
 def add_parsers(sub: Any) -> None:
     for name, fn, help_ in (("rooms", cmd_rooms, "list stored rooms"),
-                            ("show", cmd_show, "print a stored room's transcript (healing it)"),
+                            ("show", cmd_show, "print a stored room's transcript (healed for display)"),
                             ("export", cmd_export, "write a stored room's transcript")):
         s = sub.add_parser(name, help=help_)
         if name != "rooms":

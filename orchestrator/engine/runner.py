@@ -164,7 +164,7 @@ async def run_turn(agent: Agent, partition: Partition, commit: Commit,
         if ended or "cut" in verdicts:
             yield Done(ts=time.time(), agent=agent.name, stop_reason=ended[0] if ended else "max_tokens",
                        result=block_text(response.blocks), input_tokens=usage.input, output_tokens=usage.output,
-                       cached_tokens=usage.cached)
+                       cached_tokens=usage.cached, cut=[c.name for c in calls if c.id in response.cut])
             return
 
 

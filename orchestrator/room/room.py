@@ -392,7 +392,14 @@ class Room:
             except OrchestratorError as exc:
                 raise self._failed(member, str(exc), type(exc).__name__) from None
             assert done is not None
+            if done.stop_reason == "max_tokens":
+                await self._cut_off(member, agent, done)
             return done
+
+    async def _cut_off(self, member: Member, agent: Agent, done: Done) -> None:
+        """The user learns that a reply ended at the output limit, and which call, if any, was not run."""
+        await self.notice(render("cut_reply.md.j2", agent=member.name, calls=", ".join(done.cut),
+                                 model=f"{agent.provider.id}/{agent.model}"), [USER, member.name])
 
     def _failed(self, member: Member, message: str, error_class: str) -> TurnFailed:
         self.bus.publish(ErrorEvent(ts=time.time(), message=message, error_class=error_class, agent=member.name))
@@ -465,7 +472,8 @@ class Room:
                             memory=memory)
         return Agent(name=member.name, provider=provider, model=model, system=system, tools=tools,
                      workspace=self.workspace, session=self.tool_session, retry=self._retry, cache_key=self.id,
-                     window=window, budget=spec.request_budget, compact_at=spec.compact_at or (info.compact_at if info else 0.8))
+                     window=window, budget=spec.request_budget, compact_at=spec.compact_at or (info.compact_at if info else 0.8),
+                     thinking_budget=spec.thinking.budget_tokens if spec.thinking else None)
 
     async def _add_mcp_tools(self, member: Member, tools: Registry, window: int) -> None:
         """The member's MCP tools; a server that started once stays up for every room of this process.
