@@ -425,7 +425,7 @@ class OpenAICompatible:
                 raise _clean(http.transport(exc, self.id), self._keys) from exc
         finished = parser.finish()
         if self.ollama and (cut := _dropped(request, parser.usage.input)):
-            raise E.ContextOverflowError(await self._truncation(request.model, *cut), provider=self.id)
+            raise E.TruncatedPromptError(await self._truncation(request.model, *cut), provider=self.id)
         for ev in finished:
             yield ev
 

@@ -18,7 +18,7 @@ from orchestrator.core.errors import ERROR_KINDS, ScriptExhausted
 from orchestrator.core.tokens import estimate
 from orchestrator.core.types import (
     Request, StreamEnd, StreamEvent, TextBlock, TextDelta, ThinkingBlock, ThinkingDelta,
-    ToolCallBlock, ToolCallDone, ToolResultBlock, Usage,
+    ToolCallBlock, ToolCallCut, ToolCallDone, ToolResultBlock, Usage,
 )
 
 _ANONYMOUS = re.compile(r"worker(-\d+)?")
@@ -34,6 +34,7 @@ class Reply(Struct, kw_only=True, frozen=True):
     sees: str | None = None
     not_sees: str | None = None
     usage: Usage | None = None
+    cut: bool = False  # the output limit stops the reply: inside its last call's arguments, if it has calls
 
 
 def request_text(request: Request) -> str:
@@ -118,9 +119,13 @@ class ScriptedProvider:
                 await trio.sleep(0)
             out += estimate(reply.say)
         for i, (name, args) in enumerate(reply.calls):
-            yield ToolCallDone(f"call_{queue}_{n}_{i}", name, args)
+            if reply.cut and i == len(reply.calls) - 1:  # half of its arguments arrived before the limit
+                text = msgspec.json.encode(args).decode()
+                yield ToolCallCut(f"call_{queue}_{n}_{i}", name, text[:len(text) // 2])
+            else:
+                yield ToolCallDone(f"call_{queue}_{n}_{i}", name, args)
         usage = reply.usage or Usage(input=0, output=out)
-        yield StreamEnd("tool_use" if reply.calls else "end_turn", usage)
+        yield StreamEnd("max_tokens" if reply.cut else "tool_use" if reply.calls else "end_turn", usage)
 
     def _check(self, request: Request, reply: Reply, where: str) -> None:
         if reply.sees is None and reply.not_sees is None:

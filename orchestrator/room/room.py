@@ -15,7 +15,7 @@ import msgspec
 import structlog
 import trio
 
-from orchestrator.core.errors import TOO_LONG, InputError, OrchestratorError, ProviderError
+from orchestrator.core.errors import TOO_LONG, InputError, OrchestratorError, ProviderError, TruncatedPromptError
 from orchestrator.core.events import Cancelled, Done, ErrorEvent, Event, ToolEnd
 from orchestrator.core.prompts import render
 from orchestrator.core.retry import RetryPolicy
@@ -397,9 +397,11 @@ class Room:
             return done
 
     async def _cut_off(self, member: Member, agent: Agent, done: Done) -> None:
-        """The user learns that a reply ended at the output limit, and which call, if any, was not run."""
-        await self.notice(render("cut_reply.md.j2", agent=member.name, calls=", ".join(done.cut),
-                                 model=f"{agent.provider.id}/{agent.model}"), [USER, member.name])
+        """The user (and the commander, who coordinates) learn that a reply ended at the output limit, and
+        which call, if any, was not run."""
+        text = render("cut_reply.md.j2", agent=member.name, calls=", ".join(done.cut),
+                      model=f"{agent.provider.id}/{agent.model}")
+        await self.notice(text, list(dict.fromkeys([USER, COMMANDER, member.name])))
 
     def _failed(self, member: Member, message: str, error_class: str) -> TurnFailed:
         self.bus.publish(ErrorEvent(ts=time.time(), message=message, error_class=error_class, agent=member.name))
@@ -522,6 +524,8 @@ def _check_tools(spec: AgentDef) -> None:
 
 
 def _explain(exc: ProviderError) -> str:
+    if isinstance(exc, TruncatedPromptError):
+        return f"{exc.provider}: {exc}."
     if exc.kind == "context_overflow":
         return TOO_LONG
     where = f"{exc.provider}: " if exc.provider else ""

@@ -36,6 +36,8 @@ def _check_item(doc: Document, at: Parts, item: ScriptItem) -> None:
             names = ", ".join(f"`{n}`" for n in calls) or "none"
             more = "; use `calls` for several" if label == "`call`" and calls else ""
             raise doc.error(where, f"{label} must name exactly one tool as {{TOOL: ARGS}}, got {names}{more}")
+    if item.cut and item.say is None and not item.tool_calls():
+        raise doc.error(at + ("cut",), "`cut: true` cuts off a reply: give it `say` or a call to cut", key=True)
     spec = item.failure()
     if spec is None:
         return
