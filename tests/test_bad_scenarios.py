@@ -24,8 +24,11 @@ FILES = sorted(BAD.glob("*.yaml"))
 ORCHESTRATOR = str(Path(sys.executable).parent / "orchestrator")
 
 # Loads each file named on the command line in this one process; prints {file, error, seconds} per file.
+# The modules the loader imports on first use (the tools and the commander's, for their argument types)
+# are imported first: they are the program starting, not the file being read.
 _DRIVER = """
 import json, sys, time
+import orchestrator.room.commander, orchestrator.tools.builtin
 from orchestrator.core.errors import InputError
 from orchestrator.scenario.loader import load_scenario
 for path in sys.argv[1:]:
