@@ -130,3 +130,22 @@ async def test_show_reads_a_read_only_copy(tmp_path):
     assert done.returncode == 0, done.stderr
     assert done.stdout.count(INTERRUPTED) == 2
     one_line_error(written, folder / "room.db", "cannot write")
+
+
+async def test_memory_and_knowledge_reads_leave_the_file_as_it_was(tmp_path):
+    """On the first release's file they read without migrating it; on a file that never kept a memory or
+    indexed a document they read as empty instead of adding the tables."""
+    old = tmp_path / "old.db"
+    shutil.copy(ROOT / "tests" / "data" / "store-v0.db", old)
+    fresh = tmp_path / "fresh.db"
+    await unhealed_room(fresh)  # the store's own tables only
+    before = snapshot(tmp_path)
+    shown, listed = cli("memory", "show", "--db", str(old)), cli("kb", "list", "--db", str(old))
+    assert shown.returncode == 0 and "Prefers short answers." in shown.stdout, shown.stderr
+    assert listed.returncode == 0 and "notes/plan.md" in listed.stdout, listed.stderr
+    empty, nothing = cli("memory", "export", "--db", str(fresh)), cli("kb", "search", "plan", "--db", str(fresh))
+    assert empty.returncode == 0 and nothing.returncode == 0, empty.stderr + nothing.stderr
+    after = snapshot(tmp_path)
+    assert {k: after[k] for k in ("old.db", "fresh.db")} == {k: before[k] for k in ("old.db", "fresh.db")}
+    tables = {r[0] for r in sqlite3.connect(fresh).execute("SELECT name FROM sqlite_master")}
+    assert "memory" not in tables and "kb_documents" not in tables
