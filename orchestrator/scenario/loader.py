@@ -68,15 +68,22 @@ def _check_models(doc: Document, models: dict[str, list[ScriptItem]], team: Team
 
 def _check_calls(doc: Document, at: Parts, item: ScriptItem, queue: str, tools: list[str]) -> None:
     """Every scripted call names a tool its agent has, with arguments its schema accepts."""
+    from orchestrator.mcplink.config import grants
+    from orchestrator.mcplink.tools import FIND_TOOLS, tool_name
     from orchestrator.room.commander import ARGS as COMMANDER_TOOLS
     from orchestrator.tools.builtin import tool_args
 
+    # MCP grants name servers (`mcp:S`, every tool as mcp__S__*) or one tool (`mcp:S/T`); their schemas come
+    # from the server when it runs, so only the names are checked here.
+    mcp = grants(tools)
+    callable_ = [t for t in tools if not t.startswith("mcp:")] + \
+        [tool_name(s, t) if t else tool_name(s, "") + "*" for s, t in mcp] + ([FIND_TOOLS] if mcp else [])
     wheres = [at + ("call",)] if item.call is not None else [at + ("calls", k) for k in range(len(item.calls or []))]
     for where, (tool, _) in zip(wheres, item.tool_calls()):
-        if tool not in tools:
-            close = difflib.get_close_matches(tool, tools, n=1)
+        if not any(tool == c or (c.endswith("*") and tool.startswith(c[:-1])) for c in callable_):
+            close = difflib.get_close_matches(tool, callable_, n=1)
             hint = f"; did you mean `{close[0]}`?" if close else ""
-            has = f"it has {', '.join(tools)}" if tools else "it has none (give it `tools: [...]`)"
+            has = f"it has {', '.join(callable_)}" if callable_ else "it has none (give it `tools: [...]`)"
             who = "an anonymous worker" if queue == "worker" else f"`{queue}`"
             raise doc.error(where + (tool,), f"{who} has no tool `{tool}`; {has}{hint}", key=True)
         args = COMMANDER_TOOLS.get(tool) if queue == "commander" and tool in COMMANDER_TOOLS else tool_args(tool)
