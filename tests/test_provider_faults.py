@@ -242,3 +242,83 @@ async def test_a_json_content_type_that_is_not_json_is_a_protocol_error(server):
                                              messages=[ModelMessage("user", [TextBlock("hi")])]))
     finally:
         await provider.aclose()
+
+
+# --- Ollama's silent truncation -------------------------------------------------------------------
+
+def ollama_reply(prompt_tokens: int) -> Reply:
+    return Reply(chunks=sse({"id": "chatcmpl-1", "choices": [{"index": 0, "delta": {"content": "Sure."},
+                                                              "finish_reason": "stop"}]},
+                            {"id": "chatcmpl-1", "choices": [],
+                             "usage": {"prompt_tokens": prompt_tokens, "completion_tokens": 2}}, done=True))
+
+
+def long_request(words: int) -> Request:
+    text = " ".join(f"word{i % 97} means something" for i in range(words))
+    return Request(agent="a", model="qwen3", system="You help.", messages=[ModelMessage("user", [TextBlock(text)])])
+
+
+@pytest.mark.parametrize("ps, window", [
+    ({"models": [{"name": "qwen3:latest", "model": "qwen3:latest", "context_length": 4096}]}, "num_ctx 4,096"),
+    ({"models": []}, ""),
+])
+async def test_ollama_cutting_the_prompt_silently_is_reported(server, ps, window):
+    request = long_request(3000)
+    server.replies.extend([ollama_reply(4096), json_body(200, ps)])
+    provider = OpenAICompatible(id="ollama", base_url=server.url + "/v1", ollama=True)
+    try:
+        with pytest.raises(E.ContextOverflowError) as caught:
+            await complete(provider, request)
+    finally:
+        await provider.aclose()
+    message = str(caught.value)
+    assert "read only 4,096 of about" in message and 'models."ollama/qwen3"' in message
+    assert window in message if window else "num_ctx" not in message
+    assert [r["path"] for r in server.requests] == ["/v1/chat/completions", "/api/ps"]
+
+
+@pytest.mark.parametrize("words, read, ollama", [
+    (3000, 12_000, True),  # about what was sent: nothing dropped
+    (3000, 9_000, True),  # a tokenizer that counts fewer tokens than our estimate
+    (100, 30, True),  # a short prompt: too coarse to judge
+    (3000, 4096, False),  # not Ollama: its counts are not checked
+])
+async def test_counts_that_do_not_prove_truncation_pass(server, words, read, ollama):
+    server.replies.append(ollama_reply(read))
+    provider = OpenAICompatible(id="ollama", base_url=server.url + "/v1", ollama=ollama)
+    try:
+        response = await complete(provider, long_request(words))
+    finally:
+        await provider.aclose()
+    assert response.blocks == [TextBlock("Sure.")] and response.usage.input == read
+
+
+# --- in a room: the user is told ------------------------------------------------------------------
+
+@pytest.mark.parametrize("vendor", VENDORS)
+async def test_in_a_room_the_user_gets_a_notice_and_the_history_survives(server, tmp_path, vendor):
+    from orchestrator.room.room import Room
+    from orchestrator.store.db import Store
+    from orchestrator.store.heal import pairing_problems
+    from orchestrator.team.schema import AgentDef, Team
+
+    make, cut, _, _ = VENDORS[vendor]
+    server.replies.extend(cut() for _ in range(6))
+    provider = make(server.url)
+    store = await Store.open(tmp_path / "room.db")
+    try:
+        team = Team(commander=AgentDef(name="commander", model="x", tools=["write_file"]))
+        async with Room.create(store, team, lambda model: (provider, "m"), workspace=tmp_path) as room:
+            await room.post("write the plan to notes.md")
+            await room.idle()
+            room_id = room.id
+        messages = await store.load(room_id)
+    finally:
+        await store.close()
+        await provider.aclose()
+    assert len(server.requests) == 1
+    assert pairing_problems(messages) == []
+    notice = [m for m in messages if m.kind == "notice"]
+    assert len(notice) == 1 and "user" in notice[0].visible_to
+    assert "cut off by the model's output limit" in notice[0].text and "write_file" in notice[0].text
+    assert [m.kind for m in messages] == ["user", "tool_call", "tool_result", "notice"]

@@ -438,3 +438,33 @@ def test_run_with_a_model_and_nothing_configured_says_what_to_set(tmp_path):
 def test_run_with_an_unknown_provider_is_bad_input(tmp_path):
     out = cli(env_with(tmp_path), "run", str(ROOT / "scenarios" / "greeting.yaml"), "--model", "nope/x")
     assert out.returncode == 2 and "unknown provider 'nope'" in out.stderr
+
+
+async def test_anthropic_thinking_from_the_model_configuration_and_per_agent(tmp_path):
+    toml = '[models."anthropic/claude-opus-4-1"]\nthinking = {budget_tokens = 8000}\n'
+    with FakeServer() as srv:
+        srv.replies.extend(stream_anthropic("hi") for _ in range(4))
+        async with registry(tmp_path, toml, ANTHROPIC_API_KEY=ANT_KEY, ANTHROPIC_BASE_URL=srv.url) as reg:
+            assert reg.info("anthropic/claude-opus-4-1").thinking_budget == 8000
+            provider, model = reg.resolve("claude-opus-4-1")
+            other, other_model = reg.resolve("claude-sonnet-4-5")
+            said = [ModelMessage("user", [TextBlock("hi")])]
+            for p, m, kw in ((provider, model, {}), (provider, model, {"thinking_budget": 2048}),
+                             (other, other_model, {}), (provider, model, {"auxiliary": True})):
+                await complete(p, Request(agent="a", model=m, system="", messages=said, **kw))
+    bodies = [r["json"] for r in srv.requests]
+    assert bodies[0]["thinking"] == {"type": "enabled", "budget_tokens": 8000} and bodies[0]["max_tokens"] == 32_000
+    assert bodies[1]["thinking"]["budget_tokens"] == 2048  # the agent's own setting wins
+    assert "thinking" not in bodies[2] and "thinking" not in bodies[3]  # another model; a summary call
+
+
+def test_a_thinking_budget_too_large_for_the_output_cap_raises_the_cap():
+    from orchestrator.providers.anthropic import build_body
+    body = build_body(Request(agent="a", model="m", system="", messages=[ModelMessage("user", [TextBlock("x")])]),
+                      "anthropic", 8192, thinking=16_000)
+    assert body["thinking"]["budget_tokens"] == 16_000 and body["max_tokens"] > 16_000
+
+
+def test_a_thinking_budget_below_the_floor_is_bad_configuration(tmp_path):
+    with pytest.raises(InputError, match="budget_tokens"):
+        registry(tmp_path, '[models."anthropic/claude-opus-4-1"]\nthinking = {budget_tokens = 100}\n')

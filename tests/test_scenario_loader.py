@@ -106,6 +106,8 @@ def test_minimal_scenario_defaults(tmp_path):
 def test_script_item_normalizes_calls_and_errors(tmp_path):
     s = load_scenario(write(tmp_path, """\
         name: norm
+        team:
+          commander: {tools: [read_file, bash]}
         models:
           commander:
             - calls: [{read_file: {path: a}}, {bash: {command: ls}}]

@@ -60,12 +60,13 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
 
 
 @asynccontextmanager
-async def _knowledge(args: argparse.Namespace, *, create: bool = False) -> AsyncIterator[SqliteKnowledgeBase]:
+async def _knowledge(args: argparse.Namespace, *, create: bool = False,
+                     write: bool = False) -> AsyncIterator[SqliteKnowledgeBase]:
     if create:
         private_file(args.db)
     elif not args.db.exists():
         raise InputError(f"{args.db}: no such database; pass --db PATH or set ORCHESTRATOR_DB")
-    store = await Store.open(args.db)
+    store = await Store.open(args.db, readonly=not (create or write))  # search and list only read
     try:
         async with AsyncExitStack() as stack:
             kb = await SqliteKnowledgeBase.open(store)
@@ -178,7 +179,7 @@ async def cmd_list(args: argparse.Namespace) -> int:
 
 async def cmd_remove(args: argparse.Namespace) -> int:
     missing = 0
-    async with _knowledge(args) as kb:
+    async with _knowledge(args, write=True) as kb:
         known = [d.path for d in await kb.list_documents()]
         for raw in args.paths:
             full = Path(raw).expanduser().resolve()

@@ -53,7 +53,7 @@ async def _memory(db: Path, *, create: bool = False) -> AsyncIterator[Memory]:
         if not create:
             raise InputError(f"{db}: no such database; pass --db PATH or set ORCHESTRATOR_DB")
         private_file(db)
-    store = await Store.open(db)
+    store = await Store.open(db, readonly=not create)  # show and export only read
     try:
         yield Memory(store)
     finally:

@@ -1,7 +1,8 @@
-"""`orchestrator rooms`, `show` and `export`: reading stored rooms (healed on load) for a person or a script.
+"""`orchestrator rooms`, `show` and `export`: reading stored rooms for a person or a script.
 
 Without `--db` they read the chat database and every kept scenario run (cli/paths.py), so the room of
-the last `orchestrator run` is found by its name or id with no flags.
+the last `orchestrator run` is found by its name or id with no flags. They only read: each file is opened read-only (no write lock, so a writer never makes them wait, and
+a read-only copy works), and a room that needs healing is healed in memory for display.
 """
 from __future__ import annotations
 
@@ -37,7 +38,7 @@ def _databases(args) -> list[Path]:
 async def _listed(dbs: list[Path]) -> list[tuple[Path, RoomRecord]]:
     found: list[tuple[Path, RoomRecord]] = []
     for db in dbs:
-        store = await Store.open(db)
+        store = await Store.open(db, readonly=True)
         try:
             found += [(db, r) for r in await store.rooms()]
         finally:
@@ -93,7 +94,7 @@ async def find_room(args) -> tuple[Path, RoomRecord]:
 
 async def _load(args):
     db, record = await find_room(args)
-    store = await Store.open(db)
+    store = await Store.open(db, readonly=True)
     try:
         return record, await store.load(record.id)
     finally:
@@ -118,7 +119,7 @@ async def _usage(args) -> int:
 
     db, record = await find_room(args)
     async with Registry.load() as registry:
-        store = await Store.open(db)
+        store = await Store.open(db, readonly=True)
         try:
             report = await UsageLog(store).report([record.id], registry.catalog.price)
         finally:
@@ -139,7 +140,7 @@ async def cmd_export(args) -> int:
 
 def add_parsers(sub: Any) -> None:
     for name, fn, help_ in (("rooms", cmd_rooms, "list stored rooms: chat rooms and scenario runs"),
-                            ("show", cmd_show, "print a stored room's transcript (healing it)"),
+                            ("show", cmd_show, "print a stored room's transcript (healed for display)"),
                             ("export", cmd_export, "write a stored room's transcript")):
         s = sub.add_parser(name, help=help_, description=help_[0].upper() + help_[1:] + ".")
         if name != "rooms":

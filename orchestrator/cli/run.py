@@ -66,7 +66,10 @@ def _scenario_files(paths: list[str]) -> list[Path]:
     files: list[Path] = []
     for p in map(Path, paths):
         if p.is_dir():
-            files += sorted(p.glob("*.yaml")) + sorted(p.glob("*.yml"))
+            found = sorted(p.glob("*.yaml")) + sorted(p.glob("*.yml"))
+            if not found:  # a wrong folder must not pass as "0 passed, 0 failed"
+                raise InputError(f"{p}: no scenario files (*.yaml, *.yml) in this folder")
+            files += found
         else:
             files.append(find_scenario(p))
     return files

@@ -72,17 +72,68 @@ class Document:
     def __init__(self, name: str, text: str, *, first_line: int = 1):
         self.name = name
         self.first_line = first_line
-        loader = _YamlLoader(text)
         try:
-            self.node: yaml.Node | None = loader.get_single_node()
-            self.data: Any = None if self.node is None else loader.construct_document(self.node)
+            # Refused while only events exist: an alias bomb is never expanded, so it costs what its text does.
+            self._no_anchors(text)
+            loader = _YamlLoader(text)
+            try:
+                self.node: yaml.Node | None = loader.get_single_node()
+                self._unique_keys()
+                self.data: Any = None if self.node is None else loader.construct_document(self.node)
+            finally:
+                loader.dispose()
         except yaml.MarkedYAMLError as e:
             raise self._syntax_error(e) from None
         except yaml.reader.ReaderError as e:
             line = text.count("\n", 0, e.position) + first_line
             raise InputError(f"{name}:{line}: invalid YAML: {str(e).splitlines()[0]}") from None
-        finally:
-            loader.dispose()
+        except RecursionError:
+            raise InputError(f"{name}:{first_line}: the YAML is nested too deeply to read") from None
+
+    def _no_anchors(self, text: str) -> None:
+        """Refuse the first anchor or alias, naming its key path (followed through the event stream)."""
+        frames: list[list[Any]] = []  # per open collection: [is_mapping, current key or index, at_a_key]
+        for event in yaml.parse(text, Loader=_YamlLoader):
+            if isinstance(event, (yaml.MappingEndEvent, yaml.SequenceEndEvent)):
+                frames.pop()
+                _node_done(frames)
+                continue
+            if not isinstance(event, (yaml.ScalarEvent, yaml.AliasEvent, yaml.CollectionStartEvent)):
+                continue
+            on_key = bool(frames) and frames[-1][0] and frames[-1][2]
+            if frames and not frames[-1][0]:
+                frames[-1][1] += 1
+            if isinstance(event, yaml.AliasEvent) or event.anchor:
+                sign = "*" if isinstance(event, yaml.AliasEvent) else "&"
+                parts = tuple(f[1] for f in frames if not (f[0] and f[2]))
+                raise self._error_at(event.start_mark.line + self.first_line, parts,
+                                     f"YAML anchors and aliases ({sign}{event.anchor}) are not accepted: "
+                                     "write the value out where it is used")
+            if on_key:
+                frames[-1][1] = event.value if isinstance(event, yaml.ScalarEvent) else "?"
+            if isinstance(event, yaml.CollectionStartEvent):
+                frames.append([isinstance(event, yaml.MappingStartEvent), -1, True])
+            else:
+                _node_done(frames)
+
+    def _unique_keys(self) -> None:
+        """A key given twice in one mapping is an error naming both lines (YAML would keep the last silently)."""
+        todo: list[tuple[yaml.Node, Parts]] = [(self.node, ())] if self.node is not None else []
+        while todo:  # iterative: a deeply nested file must not exhaust the stack here
+            node, parts = todo.pop()
+            if isinstance(node, yaml.SequenceNode):
+                todo += [(child, parts + (i,)) for i, child in enumerate(node.value)]
+            elif isinstance(node, yaml.MappingNode):
+                seen: dict[str, yaml.Node] = {}
+                for key, value in node.value:
+                    name = key.value if isinstance(key, yaml.ScalarNode) else None
+                    if name is not None and name in seen:
+                        first = seen[name].start_mark.line + self.first_line
+                        raise self._error_at(key.start_mark.line + self.first_line, parts + (name,),
+                                             f"duplicate key `{name}` (also on line {first})")
+                    if name is not None:
+                        seen[name] = key
+                    todo.append((value, parts + (name if name is not None else "?",)))
 
     @classmethod
     def read(cls, path: str | Path) -> Document:
@@ -135,18 +186,21 @@ class Document:
         value = self.raw(parts)
         return [k for k in value if isinstance(k, str)] if isinstance(value, dict) else []
 
-    def decode(self, tp: type[Any]) -> Any:
+    def decode(self, tp: type[Any], at: Parts = ()) -> Any:
+        """The value at `at` (the whole document by default) as `tp`, or an InputError at the bad key."""
         try:
-            return msgspec.convert(self.data, tp, builtin_types=_BUILTIN_TYPES)
+            return msgspec.convert(self.raw(at), tp, builtin_types=_BUILTIN_TYPES)
         except msgspec.ValidationError as e:
-            raise self._explain(str(e), tp) from None
+            raise self._explain(str(e), tp, at) from None
+        except RecursionError:
+            raise self.error(at, "nested too deeply to read") from None
 
-    def _explain(self, message: str, tp: Any) -> InputError:
+    def _explain(self, message: str, tp: Any, root: Parts = ()) -> InputError:
         """Turn msgspec's `... - at `$.a[0].b`` into our wording, line and key path."""
         what, _, where = message.partition(" - at `")
         in_key = where.startswith("key` in `")
-        parts: list[Any] = []
-        value, t = self.data, tp
+        parts: list[Any] = list(root)
+        value, t = self.raw(root), tp
         for name, index in re.findall(r"\.(\w+)|\[(\d+|\.\.\.)\]", where.removeprefix("key` in `")):
             if name:
                 part: Any = name
@@ -162,7 +216,7 @@ class Document:
         if m := re.fullmatch(r"Object contains unknown field `(.+)`", what):
             known = [f.encode_name for f in msgspec.structs.fields(shape)] if _is_struct(shape) else []
             close = difflib.get_close_matches(m[1], known, n=1)
-            hint = f"; did you mean `{close[0]}`?" if close else ""
+            hint = f"; did you mean `{close[0]}`?" if close else f"; expected {alternatives(known)}" if known else ""
             return self.error(at + (m[1],), f"unknown key `{m[1]}`{hint}", key=True)
         if m := re.fullmatch(r"Object missing required field `(.+)`", what):
             return self.error(at + (m[1],), f"missing required key `{m[1]}`")
@@ -195,6 +249,12 @@ class Document:
                 got = _GOT.get(m[2], f"`{m[2]}`")
             return self.error(at, f"expected {want}, got {got}")
         return self.error(at, what[:1].lower() + what[1:])
+
+
+def _node_done(frames: list[list[Any]]) -> None:
+    """A whole node was read: in a mapping, a key is followed by its value and a value by the next key."""
+    if frames and frames[-1][0]:
+        frames[-1][2] = not frames[-1][2]
 
 
 def _is_struct(tp: Any) -> bool:

@@ -80,6 +80,11 @@ class ContextOverflowError(ProviderError):
     kind = "context_overflow"
 
 
+class TruncatedPromptError(ContextOverflowError):
+    """The server cut the prompt to its window without a word (Ollama): its message says what to set,
+    which tells the user more than "too long"."""
+
+
 class ProtocolError(ProviderError):
     """The server broke the wire format (malformed SSE or JSON): a glitch worth another try."""
 

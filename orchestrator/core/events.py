@@ -104,6 +104,7 @@ class Done(Event, tag="done"):
     input_tokens: int = 0
     output_tokens: int = 0
     cached_tokens: int = 0
+    cut: list[str] = msgspec.field(default_factory=list)  # tools whose calls the output limit cut off (not run)
 
 
 class ErrorEvent(Event, tag="error"):

@@ -181,6 +181,7 @@ class Request(Struct, kw_only=True):
     max_output_tokens: int | None = None
     auxiliary: bool = False
     cache_key: str = ""
+    thinking_budget: int | None = None  # tokens of extended thinking (Anthropic); None: the model's setting
 
 
 BLOCK_DECODER = msgspec.json.Decoder(list[Block])

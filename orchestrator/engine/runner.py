@@ -61,6 +61,7 @@ class Agent:
     tools: Registry = field(default_factory=Registry)
     workspace: Path = field(default_factory=Path.cwd)
     max_output_tokens: int | None = None
+    thinking_budget: int | None = None  # extended thinking, where the vendor has it; None: the model's setting
     retry: RetryPolicy = field(default_factory=RetryPolicy)
     cache_key: str = ""
     window: int = 200_000  # the model's real context window, in tokens
@@ -119,7 +120,8 @@ async def run_turn(agent: Agent, partition: Partition, commit: Commit, meter: Me
                 attempt += 1
                 request = Request(agent=agent.name, model=agent.model, system=agent.system,
                                   messages=list(fit(partition.view, partition.sizes, agent.request_budget - fixed)),
-                                  tools=specs, max_output_tokens=agent.max_output_tokens, cache_key=agent.cache_key)
+                                  tools=specs, max_output_tokens=agent.max_output_tokens, cache_key=agent.cache_key,
+                                  thinking_budget=agent.thinking_budget)
                 sent = fixed + min(partition.tokens, agent.request_budget - fixed)
                 partition.mark_read()
                 asm = Assembler()
@@ -190,7 +192,8 @@ async def run_turn(agent: Agent, partition: Partition, commit: Commit, meter: Me
                 yield _done(span, agent, "loop_detected", render("loop_stop.md.j2"), usage)
                 return
             if ended or "cut" in verdicts:
-                yield _done(span, agent, ended[0] if ended else "max_tokens", block_text(response.blocks), usage)
+                yield _done(span, agent, ended[0] if ended else "max_tokens", block_text(response.blocks), usage,
+                            cut=[c.name for c in calls if c.id in response.cut])
                 return
     except BaseException as exc:  # a stop, an error, or a consumer that went away: the span says which
         span.end(exc)
@@ -204,14 +207,15 @@ def _compacted(agent: Agent, span: Span, done: tuple[int, int]) -> Compaction:
     return Compaction(ts=time.time(), agent=agent.name, tokens_before=done[0], tokens_after=done[1])
 
 
-def _done(span: Span, agent: Agent, stop_reason: str, result: str, usage: Usage) -> Done:
+def _done(span: Span, agent: Agent, stop_reason: str, result: str, usage: Usage,
+          cut: list[str] = ()) -> Done:
     """The turn's last event; its span ends here, whatever the consumer does after reading it."""
     if span.recording:
         span.update({sc.STOP_REASON: stop_reason, sc.USAGE_INPUT_TOKENS: usage.input,
                      sc.USAGE_OUTPUT_TOKENS: usage.output, sc.USAGE_CACHE_READ_INPUT_TOKENS: usage.cached})
         span.end()
     return Done(ts=time.time(), agent=agent.name, stop_reason=stop_reason, result=result,
-                input_tokens=usage.input, output_tokens=usage.output, cached_tokens=usage.cached)
+                input_tokens=usage.input, output_tokens=usage.output, cached_tokens=usage.cached, cut=list(cut))
 
 
 async def _run_calls(agent: Agent, calls: list[ToolCallBlock], verdicts: list[str],

@@ -285,6 +285,10 @@ def _create(db: sqlite_utils.Database) -> None:
             db.execute("INSERT INTO kb_chunks_tri (kb_chunks_tri) VALUES ('rebuild')")
 
 
+def _has_tables(db: sqlite_utils.Database) -> bool:
+    return db["kb_documents"].exists()
+
+
 def _memory_db() -> sqlite_utils.Database:
     db = sqlite_utils.Database(sqlite3.connect(":memory:", check_same_thread=False))
     _create(db)
@@ -405,7 +409,11 @@ class SqliteKnowledgeBase:
 
     @classmethod
     async def open(cls, store: Store, **options: Any) -> SqliteKnowledgeBase:
-        await store.call(_create)
+        if not store.readonly:
+            await store.call(_create)
+        elif not await store.call(_has_tables):
+            # A read-only file that never indexed anything cannot gain the tables: it reads as empty.
+            return await MemoryKnowledgeBase.open(**options)
         return cls(store.call, **options)
 
     async def aclose(self) -> None:

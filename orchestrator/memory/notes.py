@@ -4,6 +4,7 @@ is frozen into every agent's system prompt at the start of a turn. Kept in the S
 from __future__ import annotations
 
 import re
+import sqlite3
 from collections.abc import Callable
 from typing import Any, Literal, TypeVar
 
@@ -37,6 +38,7 @@ class Memory:
         self.caps: dict[Target, int] = {"profile": profile_cap, "notes": notes_cap}
         self._ready = False
         self._shown: tuple[tuple[tuple[str, ...], ...] | None, str] = (None, "")
+        self._scratch: sqlite_utils.Database | None = None  # stands in for a read-only file without the table
 
     async def entries(self, target: Target) -> list[str]:
         return [text for _, text in await self._call(_rows, _known(target))]
@@ -96,8 +98,15 @@ class Memory:
 
     async def _call(self, fn: Callable[..., T], *args: Any, small: bool = False) -> T:
         if not self._ready:
-            await self._store.call(_create)
+            if not self._store.readonly:
+                await self._store.call(_create)
+            elif not await self._store.call(_has_table):
+                # A read-only file that never kept a memory cannot gain the table: it reads as empty.
+                self._scratch = sqlite_utils.Database(sqlite3.connect(":memory:", check_same_thread=False))
+                _create(self._scratch)
             self._ready = True
+        if self._scratch is not None:  # an empty table in memory: no blocking work to move to a thread
+            return fn(self._scratch, *args)
         return await self._store.call(fn, *args, small=small)
 
 
@@ -161,6 +170,10 @@ def _entry_numbers(numbers: list[int]) -> str:
 
 def _create(db: sqlite_utils.Database) -> None:
     db["memory"].create({"id": int, "target": str, "text": str}, pk="id", if_not_exists=True)
+
+
+def _has_table(db: sqlite_utils.Database) -> bool:
+    return db["memory"].exists()
 
 
 def _rows(db: sqlite_utils.Database, target: Target) -> list[tuple[int, str]]:

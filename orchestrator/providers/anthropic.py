@@ -19,6 +19,7 @@ from orchestrator.providers.base import thinking_for
 from orchestrator.providers.sse import SSE
 
 _EPHEMERAL = {"type": "ephemeral"}
+_ANSWER_ROOM = 4096  # output tokens kept for the answer above a thinking budget
 # The API requires the first message to be the user's; a history cut by compaction may start with the model.
 _PLACEHOLDER = "(The conversation continues.)"
 
@@ -84,7 +85,7 @@ def _user_blocks(blocks: list[Block]) -> tuple[list[dict[str, Any]], list[dict[s
     return results, rest
 
 
-def build_body(request: Request, provider_id: str, max_tokens: int) -> dict[str, Any]:
+def build_body(request: Request, provider_id: str, max_tokens: int, thinking: int | None = None) -> dict[str, Any]:
     """The JSON body of one streamed Messages call.
 
     Cache breakpoints (at most 4, P4): the last tool definition and the system block cache the stable
@@ -112,6 +113,11 @@ def build_body(request: Request, provider_id: str, max_tokens: int) -> dict[str,
         msg["content"][-1]["cache_control"] = _EPHEMERAL
 
     body: dict[str, Any] = {"model": request.model, "max_tokens": max_tokens, "stream": True}
+    budget = request.thinking_budget or thinking
+    if budget and not request.auxiliary:  # summaries get a small output cap and need no reasoning
+        # The budget counts inside max_tokens and must stay below it: room is kept for the answer.
+        body["thinking"] = {"type": "enabled", "budget_tokens": budget}
+        body["max_tokens"] = max(max_tokens, budget + _ANSWER_ROOM)
     if request.system.strip():
         body["system"] = [{"type": "text", "text": request.system, "cache_control": _EPHEMERAL}]
     if request.tools:
@@ -395,7 +401,8 @@ class Anthropic:
 
     def __init__(self, *, id: str = "anthropic", base_url: str = "https://api.anthropic.com",  # noqa: A002
                  api_key: str | None = None, client: httpx.AsyncClient | None = None,
-                 version: str = "2023-06-01", max_tokens_for: Callable[[str], int] = lambda model: 8192):
+                 version: str = "2023-06-01", max_tokens_for: Callable[[str], int] = lambda model: 8192,
+                 thinking_for: Callable[[str], int | None] = lambda model: None):
         self.id = id
         self._base = base_url.rstrip("/")
         self._key = api_key or ""
@@ -405,9 +412,11 @@ class Anthropic:
         if api_key:
             self._headers["x-api-key"] = api_key
         self._max_tokens_for = max_tokens_for
+        self._thinking_for = thinking_for
 
     async def stream(self, request: Request) -> AsyncIterator[StreamEvent]:
-        body = build_body(request, self.id, request.max_output_tokens or self._max_tokens_for(request.model))
+        body = build_body(request, self.id, request.max_output_tokens or self._max_tokens_for(request.model),
+                          self._thinking_for(request.model))
         parser = StreamParser(self.id, [self._key])
         try:
             async with http.post_events(self._client, f"{self._base}/v1/messages", body, self._headers,

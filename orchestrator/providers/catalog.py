@@ -22,6 +22,7 @@ class ModelInfo(Struct, frozen=True, kw_only=True):
     images_in_tool_results: bool = False  # False: the engine moves images to a user message (E4)
     thinking: bool = False  # the model reasons before answering (thinking blocks, reasoning effort)
     compact_at: float = 0.8  # share of the window at which history is compacted (E5)
+    thinking_budget: int | None = None  # tokens of extended thinking to ask for (Anthropic); None: off
     note: str = ""
     # List prices in US dollars per million tokens; None: unknown, so no cost is shown.
     input_price: float | None = None  # uncached input
@@ -117,13 +118,23 @@ UNKNOWN = ModelInfo(context_window=32_768, max_output=4_096,
                     note='not in the catalog: conservative defaults; set [models."PROVIDER/MODEL"] in the config file')
 
 
+# Anthropic's floor for a thinking budget.
+ThinkingTokens = Annotated[int, Meta(ge=1024)]
+
+
+class Thinking(Struct, forbid_unknown_fields=True, kw_only=True):
+    """`thinking = {budget_tokens = N}`: turn extended thinking on with this budget."""
+
+    budget_tokens: ThinkingTokens
+
+
 class Override(Struct, forbid_unknown_fields=True, kw_only=True):
     """A `[models."provider/model"]` table: only the fields it names replace the catalog's."""
 
     context_window: Tokens | None = None
     max_output: Tokens | None = None
     images_in_tool_results: bool | None = None
-    thinking: bool | None = None
+    thinking: bool | Thinking | None = None  # a table also says the model thinks
     compact_at: Annotated[float, Meta(gt=0, le=1)] | None = None
     note: str | None = None
     input_price: Dollars | None = None
@@ -157,6 +168,8 @@ class Catalog:
         if override is None:
             return info
         changes = {k: v for k, v in msgspec.structs.asdict(override).items() if v is not None}
+        if isinstance(override.thinking, Thinking):
+            changes |= {"thinking": True, "thinking_budget": override.thinking.budget_tokens}
         if base is None and "note" not in changes:
             changes["note"] = ""  # the override is the user's answer to "not in the catalog"
         return msgspec.structs.replace(info, **changes)

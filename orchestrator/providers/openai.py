@@ -5,13 +5,16 @@ from __future__ import annotations
 
 import hashlib
 import secrets as _random
+from contextlib import suppress
 from typing import Any, AsyncIterator
 
 import httpx
 import msgspec
+import trio
 from msgspec import Struct, field
 
 from orchestrator.core import errors as E
+from orchestrator.core.tokens import estimate
 from orchestrator.core.types import (
     ImageBlock, ModelMessage, Request, StopReason, StreamEnd, StreamEvent, TextBlock, TextDelta, ThinkingDelta,
     ToolCallBlock, ToolCallCut, ToolCallDone, ToolResultBlock, Usage,
@@ -363,6 +366,29 @@ def whole_completion(payload: Any) -> list[SSE]:
     return [SSE("message", msgspec.json.encode(chunk).decode()), SSE("message", "[DONE]")]
 
 
+# Ollama's count may run below our estimate (another tokenizer, -5%..+30% error), never to half of it
+# unless messages were dropped; short prompts are left alone, their estimate is too coarse.
+_READ_SHARE = 0.5
+_CHECKED_FROM = 2_000
+
+
+def _dropped(request: Request, read: int) -> tuple[int, int] | None:
+    """(tokens the server read, tokens we sent) when the server's count says part of the prompt was dropped."""
+    if read <= 0:
+        return None  # no usage reported: nothing to compare
+    parts = [request.system] + [t.description + msgspec.json.encode(t.input_schema).decode() for t in request.tools]
+    for m in request.messages:
+        for b in m.blocks:
+            if isinstance(b, TextBlock):
+                parts.append(b.text)
+            elif isinstance(b, ToolResultBlock):
+                parts.append(b.content)
+            elif isinstance(b, ToolCallBlock):
+                parts.append(b.name + msgspec.json.encode(b.input).decode())
+    sent = sum(estimate(p) for p in parts if p)
+    return (read, sent) if sent >= _CHECKED_FROM and read < sent * _READ_SHARE else None
+
+
 # --- the provider --------------------------------------------------------------------------
 
 class OpenAICompatible:
@@ -370,8 +396,9 @@ class OpenAICompatible:
 
     def __init__(self, *, id: str = "openai", base_url: str = "https://api.openai.com/v1",  # noqa: A002
                  api_key: str | None = None, headers: dict[str, str] | None = None,
-                 client: httpx.AsyncClient | None = None, official: bool | None = None):
+                 client: httpx.AsyncClient | None = None, official: bool | None = None, ollama: bool = False):
         self.id = id
+        self.ollama = ollama  # a server that cuts a too-long prompt silently: its counts are checked
         self.base_url = base_url.rstrip("/")
         self.official = httpx.URL(self.base_url).host == "api.openai.com" if official is None else official
         self._keys = [api_key] if api_key else []
@@ -396,8 +423,27 @@ class OpenAICompatible:
             # After finish_reason the answer is whole: a fault while waiting for usage or [DONE] costs only the counts.
             if parser.finish_reason is None:
                 raise _clean(http.transport(exc, self.id, self.base_url), self._keys) from exc
-        for ev in parser.finish():
+        finished = parser.finish()
+        if self.ollama and (cut := _dropped(request, parser.usage.input)):
+            raise E.TruncatedPromptError(await self._truncation(request.model, *cut), provider=self.id)
+        for ev in finished:
             yield ev
+
+    async def _truncation(self, model: str, read: int, sent: int) -> str:
+        """What to tell the user, with the window Ollama really ran the model with when it says."""
+        window = ""
+        base = self.base_url.removesuffix("/v1")
+        with trio.move_on_after(2), suppress(httpx.HTTPError, msgspec.DecodeError, ValueError):
+            resp = await self._client.get(f"{base}/api/ps", headers=self._headers)
+            loaded = msgspec.json.decode(resp.content).get("models") or []
+            names = (model, f"{model}:latest")  # Ollama tags an untagged name :latest
+            sizes = [m.get("context_length") for m in loaded if m.get("name") in names or m.get("model") in names]
+            if sizes and isinstance(sizes[0], int):
+                window = f" (num_ctx {sizes[0]:,})"
+        return (f"Ollama read only {read:,} of about {sent:,} prompt tokens: the prompt is longer than the "
+                f"model's context window{window}, and Ollama silently drops the oldest messages. Start Ollama with "
+                f"a larger window (OLLAMA_CONTEXT_LENGTH=32768 ollama serve) or set context_window under "
+                f"[models.\"{self.id}/{model}\"] in the config file, so history is compacted to fit")
 
     async def validate_auth(self) -> None:
         try:

@@ -172,10 +172,12 @@ class Registry:
                     if src.kind == "anthropic":
                         provider = Anthropic(id=name, base_url=cand.base_url, api_key=cand.api_key, client=client,
                                              max_tokens_for=lambda model, name=name: self.catalog.info(
-                                                 name, model).max_output)
+                                                 name, model).max_output,
+                                             thinking_for=lambda model, name=name: self.catalog.info(
+                                                 name, model).thinking_budget)
                     else:
                         provider = OpenAICompatible(id=name, base_url=cand.base_url, api_key=cand.api_key,
-                                                    headers=src.headers, client=client)
+                                                    headers=src.headers, client=client, ollama=name == "ollama")
                     members.append((cand, provider))
             self._members[name] = members
         return self._members[name]

@@ -17,7 +17,7 @@ from msgspec import Struct, field
 from orchestrator.core.errors import ERROR_KINDS, ScriptExhausted
 from orchestrator.core.types import (
     Request, StreamEnd, StreamEvent, TextBlock, TextDelta, ThinkingBlock, ThinkingDelta,
-    ToolCallBlock, ToolCallDone, ToolResultBlock, Usage,
+    ToolCallBlock, ToolCallCut, ToolCallDone, ToolResultBlock, Usage,
 )
 
 _ANONYMOUS = re.compile(r"worker(-\d+)?")
@@ -33,6 +33,7 @@ class Reply(Struct, kw_only=True, frozen=True):
     sees: str | None = None
     not_sees: str | None = None
     usage: Usage | None = None
+    cut: bool = False  # the output limit stops the reply: inside its last call's arguments, if it has calls
 
 
 def request_text(request: Request) -> str:
@@ -114,8 +115,12 @@ class ScriptedProvider:
                 yield TextDelta(piece)
                 await trio.sleep(0)
         for i, (name, args) in enumerate(reply.calls):
-            yield ToolCallDone(f"call_{queue}_{n}_{i}", name, args)
-        yield StreamEnd("tool_use" if reply.calls else "end_turn", reply.usage)
+            if reply.cut and i == len(reply.calls) - 1:  # half of its arguments arrived before the limit
+                text = msgspec.json.encode(args).decode()
+                yield ToolCallCut(f"call_{queue}_{n}_{i}", name, text[:len(text) // 2])
+            else:
+                yield ToolCallDone(f"call_{queue}_{n}_{i}", name, args)
+        yield StreamEnd("max_tokens" if reply.cut else "tool_use" if reply.calls else "end_turn", reply.usage)
 
     def _check(self, request: Request, reply: Reply, where: str) -> None:
         if reply.sees is None and reply.not_sees is None:

@@ -57,6 +57,11 @@ class HandOffArgs(msgspec.Struct, forbid_unknown_fields=True):
     note: str | None = None
 
 
+# The arguments of each commander tool, by name (the scenario loader checks scripted calls against them).
+ARGS: dict[str, type[msgspec.Struct]] = {"dispatch_to": DispatchArgs, "run_worker": WorkerArgs,
+                                         "hand_off_to": HandOffArgs}
+
+
 def _member(room: Host, name: str) -> Member:
     member = room.members.get(name)
     if member is None or member.anonymous or name == COMMANDER:

@@ -15,7 +15,7 @@ import msgspec
 import structlog
 import trio
 
-from orchestrator.core.errors import TOO_LONG, InputError, OrchestratorError, ProviderError
+from orchestrator.core.errors import TOO_LONG, InputError, OrchestratorError, ProviderError, TruncatedPromptError
 from orchestrator.core.events import CallUsage, Cancelled, Done, ErrorEvent, Event, ToolEnd
 from orchestrator.core.prompts import render
 from orchestrator.core.retry import RetryPolicy
@@ -418,6 +418,8 @@ class Room:
                     with trio.CancelScope(shield=True):
                         await self.usage.add(spent)
             assert done is not None
+            if done.stop_reason == "max_tokens":
+                await self._cut_off(member, agent, done)
             return done
 
     def _spent(self, agent: Agent, ev: CallUsage | ToolEnd) -> UsageRow:
@@ -427,6 +429,13 @@ class Room:
                             cached_tokens=ev.cached_tokens, estimated=ev.estimated, seconds=ev.seconds)
         return UsageRow(room=self.id, ts=ev.ts, agent=ev.agent, provider=agent.provider.id, model=agent.model,
                         kind="tool", name=ev.name, seconds=ev.seconds)
+
+    async def _cut_off(self, member: Member, agent: Agent, done: Done) -> None:
+        """The user (and the commander, who coordinates) learn that a reply ended at the output limit, and
+        which call, if any, was not run."""
+        text = render("cut_reply.md.j2", agent=member.name, calls=", ".join(done.cut),
+                      model=f"{agent.provider.id}/{agent.model}")
+        await self.notice(text, list(dict.fromkeys([USER, COMMANDER, member.name])))
 
     def _failed(self, member: Member, message: str, error_class: str) -> TurnFailed:
         self.bus.publish(ErrorEvent(ts=time.time(), message=message, error_class=error_class, agent=member.name))
@@ -500,7 +509,8 @@ class Room:
                             memory=memory)
         return Agent(name=member.name, provider=provider, model=model, system=system, tools=tools,
                      workspace=self.workspace, session=self.tool_session, retry=self._retry, cache_key=self.id,
-                     window=window, budget=spec.request_budget, compact_at=spec.compact_at or (info.compact_at if info else 0.8))
+                     window=window, budget=spec.request_budget, compact_at=spec.compact_at or (info.compact_at if info else 0.8),
+                     thinking_budget=spec.thinking.budget_tokens if spec.thinking else None)
 
     async def _add_mcp_tools(self, member: Member, tools: Registry, window: int) -> None:
         """The member's MCP tools; a server that started once stays up for every room of this process.
@@ -549,6 +559,8 @@ def _check_tools(spec: AgentDef) -> None:
 
 
 def _explain(exc: ProviderError) -> str:
+    if isinstance(exc, TruncatedPromptError):
+        return f"{exc.provider}: {exc}."
     if exc.kind == "context_overflow":
         return TOO_LONG
     where = f"{exc.provider}: " if exc.provider else ""

@@ -4,6 +4,7 @@ Every problem is one InputError line, `file:line: what (at key.path)` (core/docu
 """
 from __future__ import annotations
 
+import difflib
 from pathlib import Path, PurePosixPath
 
 import msgspec
@@ -12,7 +13,7 @@ from orchestrator.core.document import Document, Parts, alternatives
 from orchestrator.core.errors import ERROR_KINDS
 from orchestrator.scenario.schema import ErrorSpec, Expect, Scenario, ScriptItem, Turn
 from orchestrator.team.loader import checked_team
-from orchestrator.team.schema import WORKER_NAME
+from orchestrator.team.schema import WORKER_NAME, Team
 
 
 def _check_files(doc: Document, files: dict[str, str]) -> None:
@@ -35,6 +36,8 @@ def _check_item(doc: Document, at: Parts, item: ScriptItem) -> None:
             names = ", ".join(f"`{n}`" for n in calls) or "none"
             more = "; use `calls` for several" if label == "`call`" and calls else ""
             raise doc.error(where, f"{label} must name exactly one tool as {{TOOL: ARGS}}, got {names}{more}")
+    if item.cut and item.say is None and not item.tool_calls():
+        raise doc.error(at + ("cut",), "`cut: true` cuts off a reply: give it `say` or a call to cut", key=True)
     spec = item.failure()
     if spec is None:
         return
@@ -47,14 +50,45 @@ def _check_item(doc: Document, at: Parts, item: ScriptItem) -> None:
                         key=True)
 
 
-def _check_models(doc: Document, models: dict[str, list[ScriptItem]], agents: list[str]) -> None:
-    queues = ["commander", "worker", *agents]
+def _check_models(doc: Document, models: dict[str, list[ScriptItem]], team: Team) -> None:
+    # What each queue's model may call: an agent its tools, the commander also its three, and an
+    # anonymous run_worker helper the commander's own tools (as the room gives them).
+    from orchestrator.room.commander import ARGS as COMMANDER_TOOLS  # the loader needs only their arguments
+
+    tools = {"commander": [*team.commander.tools, *COMMANDER_TOOLS], "worker": list(team.commander.tools),
+             **{a.name: list(a.tools) for a in team.agents}}
     for name, items in models.items():
-        if name not in queues:
-            raise doc.error(("models", name), f"unknown member `{name}`: expected {alternatives(queues)}",
+        if name not in tools:
+            raise doc.error(("models", name), f"unknown member `{name}`: expected {alternatives(tools)}",
                             key=True)
         for j, item in enumerate(items):
             _check_item(doc, ("models", name, j), item)
+            _check_calls(doc, ("models", name, j), item, name, tools[name])
+
+
+def _check_calls(doc: Document, at: Parts, item: ScriptItem, queue: str, tools: list[str]) -> None:
+    """Every scripted call names a tool its agent has, with arguments its schema accepts."""
+    from orchestrator.mcplink.config import grants
+    from orchestrator.mcplink.tools import FIND_TOOLS, tool_name
+    from orchestrator.room.commander import ARGS as COMMANDER_TOOLS
+    from orchestrator.tools.builtin import tool_args
+
+    # MCP grants name servers (`mcp:S`, every tool as mcp__S__*) or one tool (`mcp:S/T`); their schemas come
+    # from the server when it runs, so only the names are checked here.
+    mcp = grants(tools)
+    callable_ = [t for t in tools if not t.startswith("mcp:")] + \
+        [tool_name(s, t) if t else tool_name(s, "") + "*" for s, t in mcp] + ([FIND_TOOLS] if mcp else [])
+    wheres = [at + ("call",)] if item.call is not None else [at + ("calls", k) for k in range(len(item.calls or []))]
+    for where, (tool, _) in zip(wheres, item.tool_calls()):
+        if not any(tool == c or (c.endswith("*") and tool.startswith(c[:-1])) for c in callable_):
+            close = difflib.get_close_matches(tool, callable_, n=1)
+            hint = f"; did you mean `{close[0]}`?" if close else ""
+            has = f"it has {', '.join(callable_)}" if callable_ else "it has none (give it `tools: [...]`)"
+            who = "an anonymous worker" if queue == "worker" else f"`{queue}`"
+            raise doc.error(where + (tool,), f"{who} has no tool `{tool}`; {has}{hint}", key=True)
+        args = COMMANDER_TOOLS.get(tool) if queue == "commander" and tool in COMMANDER_TOOLS else tool_args(tool)
+        if args is not None:
+            doc.decode(args, where + (tool,))
 
 
 def _check_turns(doc: Document, turns: list[Turn]) -> None:
@@ -101,7 +135,7 @@ def load_scenario(path: str | Path) -> Scenario:
     team = checked_team(doc, ("team",), scenario.team, Path(path).parent, default_model="scripted")
     agents = [a.name for a in team.agents]
     _check_files(doc, scenario.files)
-    _check_models(doc, scenario.models, agents)
+    _check_models(doc, scenario.models, team)
     _check_turns(doc, scenario.turns)
     _check_expect(doc, scenario.expect, agents)
     return msgspec.structs.replace(scenario, team=team, path=Path(path).absolute())

@@ -47,7 +47,7 @@ def reply(item: ScriptItem) -> Reply:
     usage = Usage(item.usage.input, item.usage.output, item.usage.cached) if item.usage else None
     return Reply(say=item.say, think=item.think, calls=item.tool_calls(), delay=item.delay,
                  error=fail.kind if fail else None, retry_after=fail.retry_after if fail else None,
-                 sees=item.sees, not_sees=item.not_sees, usage=usage)
+                 sees=item.sees, not_sees=item.not_sees, usage=usage, cut=item.cut)
 
 
 def prepare_workspace(scn: Scenario, override: Path | None, stack_dir: str) -> Path:

@@ -34,6 +34,9 @@ class ScriptItem(Strict):
     sees: str | None = None
     not_sees: str | None = None
     usage: Usage | None = None
+    # Our extension: the output limit cuts this response off (stop reason max_tokens), inside the
+    # arguments of its last call when it has calls.
+    cut: bool = False
 
     def tool_calls(self) -> list[tuple[str, dict[str, Any]]]:
         """`call` and `calls` as one list of (tool name, arguments), in declared order."""

@@ -38,6 +38,12 @@ class Strict(Struct, forbid_unknown_fields=True, kw_only=True):
     pass
 
 
+class Thinking(Strict):
+    """Extended thinking for the agent's model (Anthropic): the reasoning budget, in tokens."""
+
+    budget_tokens: Annotated[int, Meta(ge=1024)]  # Anthropic's floor
+
+
 class AgentDef(Strict):
     """A team member, as written in a scenario, a team file or an agents/*.md front matter."""
 
@@ -53,6 +59,8 @@ class AgentDef(Strict):
     request_budget: PositiveInt | None = None
     # Our extension: the share of the window at which history is compacted (E5); default 0.8.
     compact_at: Annotated[float, Meta(gt=0, le=1)] | None = None
+    # Our extension: extended thinking on this agent's model; overrides the model's configuration.
+    thinking: Thinking | None = None
     # An agent definition file whose fields this entry overrides. After loading it holds the resolved path.
     from_: str | None = field(default=None, name="from")
 

@@ -5,15 +5,25 @@ The room-made tools are named here too, so a definition is checked before any ro
 """
 from __future__ import annotations
 
+import msgspec
+
 from orchestrator.tools.base import Tool
 from orchestrator.tools.files import FILE_TOOLS
+from orchestrator.tools.kb_tool import SearchKnowledgeArgs
+from orchestrator.tools.memory_tool import MemoryArgs
 from orchestrator.tools.search import SEARCH_TOOLS
 from orchestrator.tools.shell import SHELL_TOOLS
 
 BUILTIN: dict[str, Tool] = {t.name: t for t in (*FILE_TOOLS, *SEARCH_TOOLS, *SHELL_TOOLS)}
 
-# Tools a room builds over its own stores (the user's memory, the knowledge base): granted by name like the rest.
-ROOM_TOOLS = ("memory", "search_knowledge")
+# Tools a room builds over its own stores (the user's memory, the knowledge base): granted by name like the
+# rest; their arguments are known before any room exists, so scripted calls to them are checked at load time.
+ROOM_TOOLS: dict[str, type[msgspec.Struct]] = {"memory": MemoryArgs, "search_knowledge": SearchKnowledgeArgs}
+
+
+def tool_args(name: str) -> type[msgspec.Struct] | None:
+    """The arguments Struct of a built-in or room-made tool, None for any other name."""
+    return BUILTIN[name].args if name in BUILTIN else ROOM_TOOLS.get(name)
 
 
 def tool_names() -> list[str]:
