@@ -159,7 +159,7 @@ async def _play(scn: Scenario, store: Store, resolve, ws: Path, sink, retry: Ret
                 last = trio.current_time()
                 if fatal:
                     await _settle(room, None, problems)
-                    return room_id, problems
+                    return rooms, problems
                 if turn.restart or turn.new_room:
                     await _settle(room, None, problems)
                     fresh = turn.new_room
