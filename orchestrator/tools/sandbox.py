@@ -46,7 +46,7 @@ def _system_folders() -> tuple[Path, ...]:
     return tuple(dict.fromkeys(q for p in SYSTEM for q in (Path(p), Path(os.path.realpath(p)))))
 
 
-def _homes() -> tuple[Path, ...]:
+def homes() -> tuple[Path, ...]:
     homes = [Path.home()]
     try:
         homes.append(Path(pwd.getpwuid(os.getuid()).pw_dir))  # the real home, should HOME point elsewhere
@@ -76,7 +76,7 @@ class Rules:
     def of(cls, session: ToolSession) -> Rules:
         areas = [(p, "a system folder") for p in _system_folders()]
         areas += [(p, "the application's own data folder") for p in app_data_folders()]
-        return cls(session.workspace, (session.workspace, *session.grants), _homes(), tuple(areas))
+        return cls(session.workspace, (session.workspace, *session.grants), homes(), tuple(areas))
 
     def refusal(self, path: Path) -> str | None:
         """Why `path` (absolute, normalized) may never be opened, or None."""
