@@ -389,6 +389,6 @@ def test_tools_and_their_contracts():
     registry = Registry(SHELL_TOOLS)
     assert registry.names() == ["bash", "job_status", "job_output", "job_kill"]
     schema = BASH.spec().input_schema
-    assert schema["required"] == ["command"] and set(schema["properties"]) == {"command", "timeout", "background", "cwd"}
+    assert schema["required"] == ["command"] and set(schema["properties"]) == {"command", "timeout", "background", "cwd", "network", "writable"}
     assert JOB_OUTPUT.spec().input_schema["required"] == ["job"]
     assert [t.read_only for t in SHELL_TOOLS] == [False, True, True, False]

@@ -96,8 +96,8 @@ class Backend(Protocol):
 class Bubblewrap:
     name = "bubblewrap"
 
-    def __init__(self, program: str | None = None):
-        self.program = program or shutil.which("bwrap")
+    def __init__(self, program: str | None):
+        self.program = program  # None: not installed
 
     def unavailable(self) -> str | None:
         if self.program is None:
@@ -176,7 +176,7 @@ def _probe(program: str) -> str | None:
 def backend() -> Backend:
     """This platform's sandbox."""
     if sys.platform.startswith("linux"):
-        return Bubblewrap()
+        return Bubblewrap(shutil.which("bwrap"))
     if sys.platform == "darwin":
         return Missing("no sandbox backend for macOS yet (a sandbox-exec profile is planned); set `sandbox: off` "
                        "to run every command unsandboxed after asking")
