@@ -31,6 +31,18 @@ _FILE = os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC | os.O_NONBLOCK
 CREDENTIALS = tuple(tuple(p.split("/")) for p in (
     ".ssh", ".aws", ".gnupg", ".kube", ".docker", ".azure", ".password-store", ".config/gcloud",
     ".config/gh", ".local/share/keyrings", "Library/Keychains", ".netrc", ".git-credentials", ".pgpass",
+    # package registries, infrastructure and model hubs: tokens in plain files
+    ".npmrc", ".yarnrc", ".yarnrc.yml", ".pypirc", ".cargo/credentials", ".cargo/credentials.toml",
+    ".gem/credentials", ".composer/auth.json", ".gradle/gradle.properties", ".m2/settings.xml",
+    ".vault-token", ".terraformrc", ".terraform.d", ".config/hub", ".config/glab-cli", ".huggingface",
+    ".cache/huggingface", ".kaggle", ".config/rclone", ".config/op", ".config/doctl", ".oci", ".s3cfg",
+    ".boto", ".databrickscfg", ".snowsql", ".wrangler", ".fly", ".my.cnf", ".config/configstore",
+    ".config/git/credentials", ".local/share/keyrings",
+    # browser profiles (cookies, saved passwords) and shell histories (pasted tokens)
+    ".mozilla", ".config/google-chrome", ".config/chromium", ".config/BraveSoftware", ".config/microsoft-edge",
+    ".config/vivaldi", "Library/Application Support/Google/Chrome", "Library/Application Support/Firefox",
+    "Library/Cookies", ".bash_history", ".zsh_history", ".history", ".python_history", ".psql_history",
+    ".mysql_history", ".node_repl_history", ".sqlite_history", ".lesshst", ".local/share/fish/fish_history",
 ))
 _CREDENTIAL_ENDS = frozenset(c[-1] for c in CREDENTIALS)  # a walk only checks names that can end one
 SYSTEM = ("/etc", "/proc", "/sys", "/dev", "/boot", "/usr", "/bin", "/sbin", "/lib", "/lib32", "/lib64",
@@ -297,6 +309,10 @@ def open_checked(session: ToolSession, raw: str, mode: Mode) -> Iterator[Opened]
             raise _os_error(raw, exc, folder, path.name) from None
         if before is not None:
             kind = before.st_mode
+            # Before opening, as open_entry does: checked only after, a hard link to an outside file could be
+            # swapped in, opened, and its workspace name removed again before the fstat.
+            if stat.S_ISREG(kind) and before.st_nlink > 1:
+                raise _hard_links(raw, before)
             if stat.S_ISLNK(kind):
                 raise ToolError(f"{raw}: became a symbolic link while being opened; refused")
             if stat.S_ISDIR(kind) and mode in ("file", "write"):
