@@ -62,11 +62,12 @@ from orchestrator.engine.toolcalls import execute_group, groups  # noqa: E402
 from orchestrator.tools import files, search  # noqa: E402
 from orchestrator.tools.base import Registry, Tool, ToolContext  # noqa: E402
 from orchestrator.tools.files import FILE_TOOLS, ReadArgs, read_file  # noqa: E402
-from orchestrator.tools.search import GrepArgs, grep_files  # noqa: E402
-from orchestrator.tools.sandbox import open_checked, walk  # noqa: E402
 from orchestrator.tools.jail import backend  # noqa: E402
+from orchestrator.tools.process import SHELL, run_command  # noqa: E402
+from orchestrator.tools.sandbox import open_checked, walk  # noqa: E402
+from orchestrator.tools.search import GrepArgs, grep_files  # noqa: E402
 from orchestrator.tools.session import ToolSession  # noqa: E402
-from orchestrator.tools.shell import SHELL, confinement, run_command  # noqa: E402
+from orchestrator.tools.shell import confinement  # noqa: E402
 
 AGENT = "dev"
 READ_MB = (2, 3, 4, 5, 6, 7, 8, 5)  # 40 MB over 8 files

@@ -3,7 +3,8 @@ registry, infrastructure and model-hub tokens, browser profiles, shell histories
 import pytest
 
 from orchestrator.tools.base import ToolError
-from orchestrator.tools.files import GrepArgs, _grep, _read
+from orchestrator.tools.files import _read
+from orchestrator.tools.search import GrepArgs, _grep
 from orchestrator.tools.session import ToolSession
 
 CREDENTIAL_FILES = [

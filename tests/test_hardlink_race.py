@@ -7,7 +7,8 @@ import sys
 import textwrap
 
 from orchestrator.tools.base import ToolError
-from orchestrator.tools.files import GrepArgs, _grep, _read
+from orchestrator.tools.files import _read
+from orchestrator.tools.search import GrepArgs, _grep
 from orchestrator.tools.session import ToolSession
 
 TRIES = int(os.environ.get("HARDLINK_TRIES", "10000"))
