@@ -232,8 +232,11 @@ def test_settings_parse_and_refuse_clearly(tmp_path):
                       ({"nets": 1}, "unknown key"), (3, "expected on, off or a mapping")):
         with pytest.raises(SettingsError, match=said):
             Settings.parse(bad)
-    merged = Settings(network="allow", writable=(Path("/a"),)).merged(Settings(network="deny", writable=(Path("/b"),)))
-    assert merged.network == "deny" and merged.writable == (Path("/a"), Path("/b"))
+    team = Settings(network="allow", writable=(Path("/a"),))
+    agent = team.over({"network": "deny", "writable": ["/b"]})
+    assert agent.network == "deny" and agent.enabled and agent.writable == (Path("/a"), Path("/b"))
+    assert team.over("off") == Settings(enabled=False, network="allow", writable=(Path("/a"),))
+    assert team.over(None) is team
 
 
 def test_bubblewrap_command_line_hides_homes_and_masks_credentials(tmp_path):
@@ -248,3 +251,70 @@ def test_bubblewrap_command_line_hides_homes_and_masks_credentials(tmp_path):
     assert f"--ro-bind /dev/null {home}/.npmrc" in joined
     assert joined.index(f"--bind {home}") < joined.index(f"--tmpfs {home}/.ssh")
     assert argv[-3:] == ["bash", "-c", "true"]
+
+
+# --- configuration: config.toml's [sandbox], the team's and an agent's `sandbox:` ---------------
+
+def test_team_and_agent_sandbox_keys_are_checked_with_their_line(tmp_path):
+    from orchestrator.core.errors import InputError
+    from orchestrator.team.loader import load_team
+
+    good = tmp_path / "team.yaml"
+    good.write_text("sandbox: {network: allow, writable: [cache]}\nagents:\n  - name: dev\n    sandbox: off\n")
+    team = load_team(good)
+    assert team.sandbox == {"network": "allow", "writable": ["cache"]}
+    assert Settings.parse(team.agents[0].sandbox).enabled is False  # YAML reads a bare `off` as false
+    bad = tmp_path / "bad.yaml"
+    bad.write_text("agents:\n  - name: dev\n    sandbox: {network: sometimes}\n")
+    with pytest.raises(InputError, match=r"bad.yaml:3.*sandbox.network: expected ask, allow or deny"):
+        load_team(bad)
+
+
+def test_the_room_layers_config_team_and_agent_settings(tmp_path, monkeypatch):
+    from orchestrator.core.errors import InputError
+    from orchestrator.room.room import _sandboxes
+    from orchestrator.team.schema import AgentDef, Team
+
+    config = tmp_path / "config.toml"
+    config.write_text('[sandbox]\nnetwork = "deny"\nwritable = ["/srv/cache"]\n')
+    monkeypatch.setenv("ORCHESTRATOR_CONFIG", str(config))
+    team = Team(sandbox={"network": "ask"}, agents=[AgentDef(name="web", sandbox={"network": "allow"}),
+                                                    AgentDef(name="dev")])
+    room, agents = _sandboxes(team, tmp_path)
+    assert room == Settings(network="ask", writable=(Path("/srv/cache"),))
+    assert set(agents) == {"web"} and agents["web"].network == "allow" and agents["web"].writable == room.writable
+    session = ToolSession(tmp_path, sandbox=room, agent_sandbox=agents)
+    assert session.sandbox_for("dev") is room and session.sandbox_for("web").network == "allow"
+    config.write_text('[sandbox]\nnetwork = "always"\n')
+    with pytest.raises(InputError, match=r"config.toml: \[sandbox\]: sandbox.network"):
+        _sandboxes(team, tmp_path)
+
+
+@needs_jail
+async def test_a_sandboxed_stop_kills_everything_promptly(world):
+    from orchestrator.tools.process import run_command
+    from orchestrator.tools.shell import confinement
+    home, ws, out, _ = world
+    session = ToolSession(ws)
+    argv = backend().argv(["bash", "-c", "trap '' TERM; sleep 300 & sleep 300 & wait"],
+                          confinement(session, ws, False, ()))
+    pgids = []
+    async with trio.open_nursery() as nursery:
+        nursery.start_soon(partial(run_command, argv, cwd=ws, timeout=60, on_start=pgids.append))
+        while not pgids:
+            await trio.sleep(0.01)
+        await trio.sleep(0.3)
+        stopped = trio.current_time()
+        nursery.cancel_scope.cancel()
+    assert trio.current_time() - stopped < 0.5  # bench/tools.py measures it: a few ms
+    with trio.fail_after(2):  # SIGKILLed; the kernel ends a PID namespace's processes a moment later
+        while any(_in_group(pid, pgids[0]) for pid in os.listdir("/proc") if pid.isdigit()):
+            await trio.sleep(0.01)
+
+
+def _in_group(pid: str, pgid: int) -> bool:
+    try:
+        state, _, group = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[:3]
+    except (OSError, ValueError):
+        return False
+    return int(group) == pgid and state not in ("Z", "X")

@@ -57,14 +57,16 @@ class Settings:
                    tuple(Path(os.path.expanduser(w)) if os.path.isabs(os.path.expanduser(w)) else root / w
                          for w in writable))
 
-    def merged(self, over: Settings | None) -> Settings:
-        """`over` (an agent's or team's setting) on top of this one: the stricter wins for network and
-        on/off is the narrower one's; writable folders add up."""
-        if over is None:
+    def over(self, raw: object, *, base: Path | None = None) -> Settings:
+        """A more specific setting (the team's over config.toml's, an agent's over the team's) written
+        as `raw`: what it sets wins, what it leaves out is kept, writable folders add up."""
+        if raw is None:
             return self
-        order = ("deny", "ask", "allow")
-        network = min(self.network, over.network, key=order.index)
-        return Settings(self.enabled and over.enabled, network, tuple(dict.fromkeys(self.writable + over.writable)))
+        given = Settings.parse(raw, base=base)
+        keys = set(raw) if isinstance(raw, dict) else {"enabled"}
+        return Settings(given.enabled if "enabled" in keys else self.enabled,
+                        given.network if "network" in keys else self.network,
+                        tuple(dict.fromkeys(self.writable + given.writable)))
 
 
 @dataclass(frozen=True)

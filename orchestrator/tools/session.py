@@ -23,15 +23,20 @@ async def _nobody(agent: str, category: str, summary: str) -> Answer:
 
 class ToolSession:
     def __init__(self, workspace: Path, *, grants: list[Path] = (), ask: Asker = _nobody,
-                 spawn: Callable[..., None] | None = None, sandbox: Settings = Settings()):
+                 spawn: Callable[..., None] | None = None, sandbox: Settings = Settings(),
+                 agent_sandbox: dict[str, Settings] | None = None):
         self.workspace = Path(workspace).resolve()
         self.grants = [Path(g).resolve() for g in grants]  # folders the user granted besides the workspace
         self.ask = ask
         self.spawn = spawn  # runs fn(*args) under the group's stop; None outside a room
         self.sandbox = sandbox  # the OS sandbox shell commands run in (tools/jail.py)
+        self.agent_sandbox = agent_sandbox or {}  # agents whose own setting differs from the room's
         self.allowed: set[tuple[str, str]] = set()  # (agent, category) answered "this run"
         self.reads = ReadLedger()  # per (agent, path): what it last read or wrote
         self.jobs = JobTable(spawn)  # background shell jobs, stopped with the group
+
+    def sandbox_for(self, agent: str) -> Settings:
+        return self.agent_sandbox.get(agent, self.sandbox)
 
     async def confirm(self, agent: str, category: str, summary: str) -> bool:
         """May `agent` do something in `category`? Asks once, or not again after "this run"."""

@@ -2,6 +2,7 @@
 sandbox of tools/jail.py, in the foreground or as a background job) and job_status / job_output / job_kill."""
 from __future__ import annotations
 
+import os
 from pathlib import Path
 from typing import Annotated, Sequence
 
@@ -10,8 +11,8 @@ import structlog
 import trio
 
 from orchestrator.tools.base import Tool, ToolContext, ToolError, ToolOutput
-from orchestrator.tools.jail import Confinement, backend
-from orchestrator.tools.process import OUTPUT_CAP, SHELL, run_command
+from orchestrator.tools.jail import SYSTEM_VISIBLE, Confinement, backend
+from orchestrator.tools.process import OUTPUT_CAP, SHELL, command_env, run_command
 from orchestrator.tools.risk import OPAQUE, UNSANDBOXED, Risk, assess
 from orchestrator.tools.sandbox import CREDENTIALS, app_data_folders, homes, resolve
 from orchestrator.tools.session import ToolSession
@@ -66,7 +67,7 @@ async def bash(args: BashArgs, ctx: ToolContext) -> ToolOutput | str:
         raise ToolError("background jobs need a room; run the command without background")
 
     # The wall first: without a sandbox nothing runs, unless the user turned it off (then all asks).
-    settings = ctx.session.sandbox
+    settings = ctx.session.sandbox_for(ctx.agent)
     jail = backend()
     if settings.enabled and (why := await trio.to_thread.run_sync(jail.unavailable, limiter=_CLASSIFY)):
         return ToolOutput(f"Not run: {why}.", is_error=True)
@@ -140,11 +141,33 @@ def _writable(session: ToolSession, raw: list[str]) -> list[Path]:
     return out
 
 
+def _toolchains() -> list[Path]:
+    """The folders of PATH outside the system's, to be visible read-only, so a venv's python, pyenv's shims
+    or ~/.cargo/bin's tools still run: a virtual environment comes whole (its bin needs its lib), and a
+    tool manager in a home folder (~/.pyenv, ~/.cargo, ~/.nvm) too; credentials in them stay masked."""
+    found = []
+    for entry in command_env()["PATH"].split(os.pathsep):
+        path = Path(entry)
+        if not path.is_absolute() or not path.is_dir() or any(path.is_relative_to(s) for s in _SYSTEM_PATHS):
+            continue
+        home = next((h for h in homes() if path.is_relative_to(h) and path != h), None)
+        if home is not None:
+            path = home / path.relative_to(home).parts[0]
+        elif (path.parent / "pyvenv.cfg").exists():
+            path = path.parent
+        found.append(path)
+    return list(dict.fromkeys(found))
+
+
+_SYSTEM_PATHS = tuple(Path(p) for p in SYSTEM_VISIBLE)
+
+
 def confinement(session: ToolSession, cwd: Path, network: bool, writable: Sequence[Path]) -> Confinement:
     """What one command may touch: the workspace and `writable` read-write, the user's read grants
     read-only, the app's data emptied, credential files masked wherever they stay visible."""
     hidden = (*homes(), *app_data_folders())
-    visible = [p for p in (session.workspace, *writable, *session.grants) if p.exists()]
+    readable = [p for p in (*session.grants, *_toolchains()) if p.exists() and not p.is_relative_to(session.workspace)]
+    visible = [p for p in (session.workspace, *writable, *readable) if p.exists()]
     masked = [Path("/etc/shadow"), Path("/etc/gshadow")]
     for home in homes():
         for cred in CREDENTIALS:
@@ -152,8 +175,7 @@ def confinement(session: ToolSession, cwd: Path, network: bool, writable: Sequen
             if any(target.is_relative_to(v) for v in visible):
                 masked.append(target)
     writable = tuple(w for w in writable if w.exists())
-    readable = tuple(g for g in session.grants if g.exists() and not g.is_relative_to(session.workspace))
-    return Confinement(session.workspace, cwd, network, writable, readable, hidden, tuple(masked))
+    return Confinement(session.workspace, cwd, network, writable, tuple(readable), hidden, tuple(masked))
 
 
 async def job_status(args: JobArgs, ctx: ToolContext) -> str:
