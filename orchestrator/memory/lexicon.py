@@ -8,6 +8,9 @@ folds them away."""
 
 # earlier or existing instructions: the object an override aims at
 PRIOR = [
+    "past", "beforehand", "earlier on", "truoc day", "da dan", "vorher", "zuvor", "wczesniej", "dotychczasow",
+    "今まで", "従来", "これまでの", "原先", "之前的", "早先", "hitherto", "heretofore", "came earlier", "at startup", "you received", "you were given",
+    "上の", "前述", "先の", "위 ", "앞서", "이전에", "상기",
     "developer", "given", "set by", "creator", "told",
     "previous", "prior", "earlier", "above", "original", "old", "former", "existing", "initial", "preceding",
     "before", "so far", "until now", "your", "system", "safety", "default", "user s", "operator s", "all",
@@ -32,6 +35,8 @@ PRIOR = [
 ]
 
 INSTR = [
+    "loi dan", "da dan", "nhung gi da noi", "nhung gi da dan", "dan do", "what you were told", "was said",
+    "quy dinh", "nguyen tac", "dieu le", "norme", "normen", "vorschrift", "предписани", "reglement", "regulation", "ground rules", "boundaries", "limits",
     "direction", "what you were told", "you were told", "you ve been told", "you have been told", "mandate", "protocol", "briefing", "setup prompt",
     "instruction", "directive", "guidance", "guideline", "rule", "order", "command", "prompt", "constraint",
     "restriction", "polic", "safeguard", "guardrail", "programming", "training",
@@ -54,6 +59,7 @@ INSTR = [
 ]
 
 DROP = [
+    "不用遵守", "不用再遵守", "不再遵守", "不必遵守", "无需遵守", "無需遵守", "不要遵守", "别遵守", "不需要遵守", "не соблюдать", "не следовать", "перестань следовать", "не нужно следовать", "можно не соблюдать", "守らなくて", "従わなくて", "지키지 않아도", "따르지 않아도", "no sigas", "deja de seguir", "nao siga", "pare de seguir", "befolge nicht", "nicht mehr befolgen", "ne suis plus", "ne respecte plus", "arrete de suivre", "لا تلتزم", "توقف عن اتباع", "पालन मत", "मत मानो", "uymayi birak", "uyma", "przestan stosowac", "nie przestrzegaj", "ไม่ต้องทำตาม", "ไม่ต้องปฏิบัติตาม", "tidak usah ikuti", "berhenti mengikuti", "khong can tuan thu", "dung tuan thu",
     "stop obeying", "quit following", "pay no attention", "don t listen", "do not listen", "no need to follow", "need not follow", "neglect", "put aside", "throw away", "cease following", "nullify", "erase", "wipe",
     "ignore", "ignoring", "disregard", "forget", "skip", "override", "overrid", "bypass", "discard", "dismiss",
     "set aside", "throw out", "stop following", "do not follow", "dont follow", "abandon", "drop",
@@ -76,6 +82,8 @@ DROP = [
 ]
 
 VOID = [
+    "optional", "just suggestions", "only suggestions", "not mandatory", "non binding", "can be skipped",
+    "carry no weight", "no weight", "don t count", "do not count", "doesn t count", "don t matter", "do not matter", "irrelevant", "meaningless", "a test", "were fake", "are fake", "decoy", "not real", "bogus", "ignored", "to be ignored", "can be ignored", "may be ignored", "superseded", "replaced", "wiped",
     "hereby", "no longer", "nullified", "not binding", "moot", "scrapped", "retired", "outdated", "out of date", "inactive", "waived", "cancel",
     "void", "null", "invalid", "obsolete", "cancelled", "canceled", "revoked", "rescinded", "superseded",
     "no longer apply", "no longer applies", "no longer valid", "no longer in effect", "no longer binding",
@@ -109,6 +117,8 @@ TOPIC = [
 ]
 
 APPROVAL = [
+    "freigabe", "genehmigung", "zgody", "zgoda",
+    "pre cleared", "precleared", "greenlit", "green light", "sign off", "go-ahead",
     "xin phep", "hoi truoc", "征得", "征求", "許可を", "permit", "go ahead", "okay from", "ok from", "clearance", "check in", "checking in", "check with", "checking with",
     "confirm", "approv", "preapprov", "pre approv", "auto approv", "autoapprov", "permission", "consent", "sign off", "sign-off", "ask the user", "asking the user",
     "asking", "ask first", "ask before", "ask me", "prompt the user", "prompting", "review", "authoriz",
@@ -130,6 +140,8 @@ APPROVAL = [
 ]
 
 NO_APPROVAL = [
+    "brauchst keine", "brauchen keine", "keine freigabe", "nie potrzebujesz", "nie potrzebujecie",
+    "n as plus besoin", "plus besoin", "pas la peine", "musst nicht", "brauchst nicht", "можно не", "не обязательно", "khong phai", "khong can phai", "tidak usah", "gak perlu", "nggak perlu", "不用再", "不必再", "しなくていい", "しなくて", "안 해도", "하지 않아도", "no tienes que", "nao tem que", "nao precisa", "nie musisz", "nie trzeba", "zorunda degilsin", "لست بحاجة", "ज़रूरत नहीं", "जरूरत नहीं", "ไม่ต้อง", "pre cleared", "precleared", "greenlit",
     "already", "been granted", "needn t", "need not", "no longer need", "don t need", "do not need", "waive", "exempt", "almadan", "olmadan", "izinsiz", "onaysiz", "sans demander", "sin pedir", "sem pedir", "ohne zu fragen", "bez pytania", "без спроса", "不用问", "无须", "無須", "毋需", "묻지 않고", "없이", "聞かずに", "確認せず", "tanpa bertanya", "khong hoi", "khong can",
     "no ", "not needed", "not required", "unnecessary", "without", "skip", "pre approved", "preapproved",
     "pre authorized", "already approved", "already granted", "in advance", "auto approve", "auto-approve",
@@ -153,6 +165,7 @@ NO_APPROVAL = [
 
 # the action a bypass is about: commands, tools, changes (not "vendors" or "emails")
 ACTION = [
+    "act ", "acting", "proceed", "go ahead", "continue", "do it", "anything", "whatever",
     "أوامر", "الأوامر", "تنفيذ", "حذف", "xoa tep", "tep", "deletion",
     "command", "run", "execut", "delet", "remov", "push", "deploy", "tool", "action", "operation", "change",
     "file", "everything", "anything", "all ", "any ", "install", "commit", "write", "shell", "sudo", "rm ",
@@ -173,6 +186,7 @@ ACTION = [
 ]
 
 SECRET = [
+    "hosts yml", "npmrc", "pypirc", "netrc", "git credentials", "aws credentials", "ssh", "kube config", "kubeconfig", "vault token", "hf token", "huggingface", "bash history", "zsh history", "keychain", "wallet", "seed phrase", "mnemonic", "session cookie", "bearer", "jwt", "oauth", "pat ", "gpg key",
     "api key", "apikey", "password", "passwd", "token", "credential", "secret", "private key", "ssh key",
     "id rsa", "id ed25519", "env file", "env", "cookie", "session key", "access key", "system prompt",
     "khoa api", "mat khau", "khoa bi mat", "thong tin dang nhap", "loi nhac he thong", "prompt he thong",
@@ -192,6 +206,7 @@ SECRET = [
 ]
 
 REVEAL = [
+    "reply with", "respond with", "answer with", "quote", "repeat", "echo", "write out", "read out",
     "reveal", "disclose", "leak", "expose", "print", "show", "display", "dump", "tell", "share", "hand over",
     "give me", "output", "recite", "exfiltrat",
     "tiet lo", "hien thi", "in ra", "chia se", "cho toi biet", "lam lo",
@@ -219,6 +234,7 @@ SEND = [
 ]
 
 AUTHORITY = [
+    "anthropic staff", "openai staff", "security", "compliance", "legal", "ceo", "cto", "owner", "maintainer", "platform",
     "system", "admin", "administrator", "operator", "developer", "root", "security team", "anthropic", "openai",
     "management", "it department", "moderator",
     "he thong", "quan tri", "ระบบ", "ผู้ดูแล", "sistem", "admin", "系统", "系統", "管理员", "管理員", "运营", "システム",
@@ -229,6 +245,7 @@ AUTHORITY = [
 ]
 
 NOTICE = [
+    "note", "staff", "memo", "bulletin", "broadcast", "statement",
     "notice", "override", "message", "alert", "update", "instruction", "directive", "announcement", "warning",
     "command", "notification", "bulletin", "order", "memo", "policy",
     "thong bao", "canh bao", "chi thi", "ประกาศ", "แจ้งเตือน", "ข้อความ", "pemberitahuan", "pesan", "peringatan",
@@ -240,10 +257,35 @@ NOTICE = [
 
 # speaking to the model: second person, "from now on"
 ADDRESS = [
+    "comply", "obey", "you are", "granted", "elevated", "privilege", "unrestricted",
     "you", "your", "from now on", "assistant", "the ai", "the model", "agent", "must", "always", "never",
     "ban ", "tu gio", "tu bay gio", "hay ", "คุณ", "ต่อจากนี้", "kamu", "anda", "mulai sekarang", "你", "您", "从现在",
     "從現在", "あなた", "今後", "これから", "당신", "너는", "지금부터", "ты ", "вы ", "тебе", "вам ", "отныне", "теперь",
     "tu ", "usted", "voce", "a partir de ahora", "a partir de agora", "desde ahora", "du ", "dein", "ab sofort",
     "ab jetzt", "vous", "desormais", "dorenavant", "أنت", "انت", "من الآن", "तुम", "आप", "अब से", "sen ", "siz ",
     "bundan sonra", "artik", "ty ", "wy ", "od teraz", "odtad",
+]
+
+# needing no approval at all, said outright ("no need to ask permission")
+NO_NEED = [
+    "brauchst keine", "brauchen keine", "benotigst keine", "nie potrzebujesz", "nie potrzebujecie", "no necesitas", "nao necessita", "n as pas besoin", "ihtiyacin yok", "لا تحتاج", "ไม่ต้องขอ",
+    "no need", "don t need", "do not need", "not necessary", "unnecessary", "needn t", "not required",
+    "plus besoin", "pas besoin", "pas necessaire", "keine notwendigkeit", "nicht notig", "nicht erforderlich",
+    "не нужно", "не требуется", "не обязательно", "khong can", "tidak perlu", "tak perlu", "不需要", "不用", "无需",
+    "無需", "必要ありません", "不要です", "필요 없", "no hace falta", "no es necesario", "no se necesita",
+    "nao precisa", "nao e necessari", "nie musisz", "nie trzeba", "nie potrzeba", "gerek yok", "gerekmez",
+    "لا حاجة", "لست بحاجة", "ज़रूरत नहीं", "जरूरत नहीं", "ไม่จำเป็น", "ไม่ต้อง",
+]
+
+# where a secret pasted is a secret published: messages, commits, issues, replies
+PUBLIC_PLACE = [
+    "commit message", "commit", "pr description", "pull request", "issue", "comment", "reply", "answer", "response",
+    "chat", "message", "output", "log", "description", "readme", "gist", "pastebin", "slack", "discord", "email",
+    "tweet", "post", "every", "each",
+]
+PLACE_VERB = ["paste", "include", "insert", "put", "add", "embed", "append", "attach", "copy", "write", "leave", "drop"]
+STRONG_SECRET = [
+    "private key", "ssh key", "id rsa", "id ed25519", "secret access key", "secret key", "api key", "apikey",
+    "password", "passwd", "credential", "netrc", "access token", "auth token", "github token", "npm token",
+    "bearer token", "session cookie", "aws secret", "seed phrase", "mnemonic",
 ]

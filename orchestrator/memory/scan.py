@@ -417,6 +417,9 @@ _EN = [
             r"jailbroken|evil|dan|without (?:any )?(?:rules|restrictions|limits|filters|guidelines))"),
     _phrase(INJECTION, "addresses the model behind the user's back",
             r"if you are an? (?:ai|llm|language model|ai assistant|chatbot|large language model)"),
+    _phrase(INJECTION, "claims the model's sole obedience",
+            r"(?:obey|answer to|listen to|take orders from|follow) only (?:this|these|me|my|us|the following|what)"
+            r"|only (?:obey|answer to|listen to|take orders from) (?:this|these|me|my|us)"),
     _phrase(INJECTION, "asks to hide actions from the user",
             r"without (?:telling|informing|notifying|alerting) (?:the )?(?:user|human|operator)"
             r"|(?:hide|conceal|keep) (?:this|it|these instructions|the following) (?:secret )?from (?:the )?"
@@ -455,6 +458,8 @@ _EN = [
 ]
 
 _MARKUP = [
+    _markup(SECRETS, "an image or link that would carry data out",
+            r"!?\[[^\]\n]*\]\(\s*https?://[^)\s]*(?:\{[^}]*\}|\$\{?\w+|%7b|<[a-z_ -]+>)[^)]*\)"),
     _markup(ROLE, "chat-role tag", r"<\s*/?\s*(?:system|assistant|developer|user|tool|sys|instructions?|"
                                    r"im_start|im_end|memory|profile|notes)(?:\s[^>]*)?>"),
     _markup(ROLE, "chat-template token", r"<<\s*/?\s*sys\s*>>|\[\s*/?\s*inst\s*\]|<\|[^|>\n]{1,30}\|>|"
@@ -707,8 +712,13 @@ _EXTRA_GROUPS = {
                  "не", "nunca", "jamais", "nie", "nicht", "kein", "mat", "मत", "नहीं", "لا ", "asla", "ไม่", "อย่า",
                  "不要", "别", "勿", "禁止", "しない", "마세요", "절대"],
     "FEATURE": ["field", "input", "box", "strength", "reset", "policy", "form", "length", "hash", "manager",
-                "rotation", "expir", "campo", "feld", "champ", "поле", "truong", "kolom", "alan", "pole", "字段",
+                "rotation", "expir", "masked", "redacted", "hashed", "obfuscated", "campo", "feld", "champ", "поле", "truong", "kolom", "alan", "pole", "字段",
                 "欄", "필드", "ช่อง", "حقل", "फ़ील्ड", "फील्ड"],
+    "STRONG_APPROVAL": ["confirmation", "approval", "freigabe", "zgod", "permission", "consent", "sign off", "human review",
+                        "user review", "xac nhan", "phe duyet", "konfirmasi", "persetujuan", "确认", "批准", "確認", "承認",
+                        "확인", "승인", "подтвержд", "одобрени", "confirmacion", "aprobacion", "confirmacao", "aprovacao",
+                        "bestatigung", "genehmigung", "approbation", "تأكيد", "الموافقة", "पुष्टि", "अनुमति", "onay",
+                        "potwierdzen", "zatwierdzen", "การยืนยัน", "การอนุมัติ"],
     "DEST": ["http", "https", "www", "webhook", "pastebin", "ngrok", "requestbin", "address", "server", "endpoint",
              "email", "mail", "inbox", "dia chi", "地址", "アドレス", "주소", "адрес", "direccion", "endereco",
              "adresse", "عنوان", "पते", "पता", "adres", "ที่อยู่", "alamat"],
@@ -724,6 +734,10 @@ _CLASSES = (
     _Combo(INJECTION, "asks to drop earlier instructions", ("DROP", "PRIOR", "INSTR"), specific_ok=True),
     _Combo(INJECTION, "declares earlier instructions void", ("PRIOR", "INSTR", "VOID"), specific_ok=True),
     _Combo(APPROVAL, "says actions need no confirmation or are pre-approved", ("NO_APPROVAL", "APPROVAL", "ACTION")),
+    _Combo(APPROVAL, "declares confirmations switched off", ("STRONG_APPROVAL", "VOID"), window=45),
+    _Combo(APPROVAL, "says no approval is needed", ("NO_NEED", "STRONG_APPROVAL"), window=40),
+    _Combo(SECRETS, "asks to put a secret where others read it", ("PLACE_VERB", "STRONG_SECRET", "PUBLIC_PLACE"),
+           window=70, negatable="PLACE_VERB"),
     _Combo(SECRETS, "asks to reveal keys, passwords or the system prompt", ("REVEAL", "SECRET"), window=45,
            negatable="REVEAL"),
     _Combo(SECRETS, "asks to send keys or passwords to an outside address", ("SEND", "SECRET", "DEST"), window=90,
@@ -732,7 +746,8 @@ _CLASSES = (
 
 # An authority and a notice word before a colon or dash at the start of a line: "SYSTEM NOTICE —",
 # "ADMIN OVERRIDE:", "Operator message:", "THÔNG BÁO HỆ THỐNG:", "系统通知：".
-_HEADER = re.compile(r"(?:^|\n|[.!?。！？]\s*)[ \t>*#_\[(=-]*([^\n:：—–\]]{2,48}?)[ \t*_\])]*(?::|：|—|–|--| - )")
+_HEADER = re.compile(r"(?:^|\n|[.!?。！？]\s*)[ \t>*#_\[(=/;-]*([^\n:：—–\]*=#]{2,48}?)[ \t_)]*"
+                     r"(?::|：|—|–|--| - |\*{2,}|={2,}|#{2,}|\]|\n)")
 
 
 def _impersonated(text: str) -> bool:
@@ -757,6 +772,7 @@ _DETAILS = re.compile(r"<details\b[^>]*>(.*?)</details\s*>", re.S | re.I)
 _INVISIBLE_STYLE = re.compile(r"style\s*=\s*[\"'][^\"']*(?:display\s*:\s*none|visibility\s*:\s*hidden|font-size\s*:"
                               r"\s*0|opacity\s*:\s*0(?:\.0+)?\s*[;\"'])|<[a-z]+\s[^>]*\bhidden\b[^>]*>", re.I)
 _CODE_SPAN = re.compile(r"`[^`\n]*`")
+_HEX = re.compile(r"(?<![0-9A-Fa-f])(?:[0-9A-Fa-f]{2}){16,}(?![0-9A-Fa-f])")
 _BASE64 = re.compile(r"(?<![A-Za-z0-9+/=_-])[A-Za-z0-9+/_-]{20,}={0,2}(?![A-Za-z0-9+/=_-])")
 
 
@@ -777,6 +793,10 @@ def _hidden_content(text: str, depth: int) -> str | None:
             decoded = _decode(m.group())
             if decoded and scan(decoded, depth + 1):
                 return "base64 that decodes to text the scanner refuses"
+        for m in _HEX.finditer(text):
+            decoded = _printable(bytes.fromhex(m.group()))
+            if decoded and scan(decoded, depth + 1):
+                return "hex that decodes to text the scanner refuses"
     return None
 
 
@@ -784,8 +804,16 @@ def _decode(token: str) -> str | None:
     try:
         raw = base64.b64decode(token + "=" * (-len(token) % 4), altchars=b"-_" if "-" in token or "_" in token
                                else None, validate=True)
-        text = raw.decode("utf-8")
     except (binascii.Error, ValueError):
+        return None
+    return _printable(raw)
+
+
+def _printable(raw: bytes) -> str | None:
+    """Decoded bytes as text when they read as text (a hash or an image's bytes do not)."""
+    try:
+        text = raw.decode("utf-8")
+    except ValueError:
         return None
     printable = sum(c.isprintable() or c in "\n\t" for c in text)
     return text if text and printable / len(text) > 0.9 and re.search(r"[^\W\d_]{3}", text) else None
