@@ -318,3 +318,19 @@ def _in_group(pid: str, pgid: int) -> bool:
     except (OSError, ValueError):
         return False
     return int(group) == pgid and state not in ("Z", "X")
+
+
+@needs_jail
+async def test_background_jobs_run_in_the_sandbox_too(world):
+    home, ws, out, _ = world
+    async with trio.open_nursery() as nursery:
+        session = ToolSession(ws, spawn=lambda fn, *a: nursery.start_soon(fn, *a))
+        said = await call(session, command=f"d={out}; touch $d/job.txt; d=/usr/local; echo x > $d/job.txt; "
+                                           "echo inside > job-inside.txt", background=True)
+        assert "Started background job job1" in said.text
+        job = session.jobs.get("job1")
+        with trio.fail_after(10):
+            await job.done.wait()
+    log = job.output.recent().decode()
+    assert "Read-only file system" in log and "No such file or directory" in log
+    assert (ws / "job-inside.txt").read_text() == "inside\n" and not (out / "job.txt").exists()

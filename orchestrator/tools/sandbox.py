@@ -49,7 +49,7 @@ SYSTEM = ("/etc", "/proc", "/sys", "/dev", "/boot", "/usr", "/bin", "/sbin", "/l
           "/libx32", "/run", "/var/lib", "/var/log", "/var/run", "/var/db", "/private/etc", "/private/var/db",
           "/System")
 
-Mode = Literal["file", "folder", "any", "write"]
+Mode = Literal["file", "folder", "any", "write", "edit"]
 
 
 @cache
@@ -291,11 +291,14 @@ def _hard_links(raw: str, st: os.stat_result) -> ToolError:
 @contextmanager
 def open_checked(session: ToolSession, raw: str, mode: Mode) -> Iterator[Opened]:
     """The one way tools open paths. `mode`: "file" an existing regular file; "folder" an existing folder;
-    "any" either; "write" the folder (made if missing) with the file opened for reading if it exists.
-    Regular files must have a single link. Everything is closed on exit."""
+    "any" either; "write" the folder (made if missing) with the file opened for reading if it exists;
+    "edit" an existing regular file about to be replaced. "write" and "edit" refuse git hooks and git
+    config. Regular files must have a single link. Everything is closed on exit."""
     path = resolve(session, raw)
     if path == Path("/"):
         raise ToolError(f"{raw}: refused: the file system root")
+    if mode in ("write", "edit") and (why := _runs_in_git(session, path)):
+        raise ToolError(f"{raw}: refused: {why}; agents do not write it (the user's own git would run it)")
     folder = _walk_to(raw, path.parent, create=mode == "write")
     fd = None
     try:
@@ -315,7 +318,7 @@ def open_checked(session: ToolSession, raw: str, mode: Mode) -> Iterator[Opened]
                 raise _hard_links(raw, before)
             if stat.S_ISLNK(kind):
                 raise ToolError(f"{raw}: became a symbolic link while being opened; refused")
-            if stat.S_ISDIR(kind) and mode in ("file", "write"):
+            if stat.S_ISDIR(kind) and mode in ("file", "write", "edit"):
                 raise ToolError(f"{raw}: is a folder, not a file; search_files lists a folder")
             if stat.S_ISREG(kind) and mode == "folder":
                 raise ToolError(f"{raw}: is a file, not a folder")
@@ -336,6 +339,19 @@ def open_checked(session: ToolSession, raw: str, mode: Mode) -> Iterator[Opened]
         if fd is not None:
             os.close(fd)
         os.close(folder)
+
+
+def _runs_in_git(session: ToolSession, path: Path) -> str | None:
+    """Why writing `path` would plant a program in a repository's git (a hook, or a config key such as
+    core.fsmonitor that git runs), or None. The shell's sandbox keeps the same two read-only."""
+    for root in (session.workspace, *session.grants):
+        if not path.is_relative_to(root):
+            continue
+        parts = path.relative_to(root).parts
+        for i, part in enumerate(parts[:-1]):
+            if part == ".git" and (parts[i + 1] == "hooks" or parts[i + 1:] == ("config",)):
+                return "a git hook or git config"
+    return None
 
 
 def stat_checked(session: ToolSession, raw: str) -> tuple[Path, os.stat_result]:
