@@ -9,6 +9,7 @@ from __future__ import annotations
 import posixpath
 import re
 import shlex
+from collections import Counter
 from dataclasses import dataclass, field
 from functools import lru_cache
 
@@ -525,15 +526,30 @@ def _risks(script: _Script):
     progs = {c.prog for c in script.cmds}
     if progs & _ENCODERS and progs & _NETWORK:
         yield EXFILTRATION, "encodes data and uses the network"
+    spared, used = _only_written_or_locked(script), Counter(script.words)
     for word in script.words:
         if "/dev/tcp/" in word or "/dev/udp/" in word:
             yield EXFILTRATION, "opens a raw network connection"
-        if _SECRETS.search(word):  # inline interpreter code is a word too
-            yield CREDENTIALS, "touches a credential or secrets file"
+        if _SECRETS.search(word) and not 0 < used[word] <= spared[word]:
+            yield CREDENTIALS, "touches a credential or secrets file"  # inline interpreter code is a word too
     for cmd in script.cmds:
         yield from _cmd_risks(cmd)
     yield from _families(script)
     yield from _opaque(script)
+
+
+def _only_written_or_locked(script: _Script) -> Counter:
+    """Words that only name a file being created or locked down (`cp .env.example .env`, `chmod 600
+    .env`): nothing is read out of it. A word used any other way still counts."""
+    spared: Counter = Counter()
+    for cmd in script.cmds:
+        _, pos = _parse(cmd.args)
+        spared.update(cmd.writes())
+        if cmd.prog in ("cp", "install", "touch") and pos:
+            spared.update(pos[-1:] if cmd.prog != "touch" else pos)
+        elif cmd.prog == "chmod" and pos and re.match(r"^0?[0-7]00$|^(go|og|o|g|a)[-=]r?w?x?$", pos[0]):
+            spared.update(pos[1:])
+    return spared
 
 
 def _fork_bomb_found(script: _Script) -> bool:
@@ -769,10 +785,11 @@ def _opaque(script: _Script):
             elif body is None and (any(_SUB in a for a in files) or (cmd.fed and not files)
                                    or any(f in ("/dev/stdin", "-", "/proc/self/fd/0") for f in files)):
                 yield OPAQUE, "a shell runs code from a pipe, a here-string or a substitution"
-        elif _INTERPRETERS.match(prog) or prog in ("awk", "gawk", "mawk", "nawk", "jq", "busybox", "expect",
+        elif _INTERPRETERS.match(prog) or prog in ("awk", "gawk", "mawk", "nawk", "busybox", "expect",
                                                    "tclsh", "osascript", "deno", "bun", "pwsh", "powershell"):
-            opts, pos = _parse(args, "ceEmWXrf" if prog not in ("awk", "gawk", "mawk", "nawk") else "fvF")
-            code = [v for o, v in opts if o in ("-c", "-e", "-E", "-r") and v]
+            opts, pos = _parse(args, "ceEmWXrfpI" if prog not in ("awk", "gawk", "mawk", "nawk") else "fvF",
+                               frozenset({"--eval", "--print", "--command"}))
+            code = [v for o, v in opts if o in _CODE_OPTIONS.get(_family_of(prog), ("-c", "-e")) and v]
             if prog in ("deno", "bun") and pos[:1] in (["eval"], ["-e"]):
                 code = pos[1:2] or [""]
             if prog in ("awk", "gawk", "mawk", "nawk"):
@@ -781,13 +798,24 @@ def _opaque(script: _Script):
                     continue
             if code and not all(_harmless_code(prog, c) for c in code):
                 yield OPAQUE, f"{prog} runs inline code that does more than compute and print"
-            elif not code and prog not in ("jq",) and (
+            elif not code and (
                     (cmd.fed and not pos) or any(p in ("-", "/dev/stdin") or _SUB in p for p in pos[:1])):
                 yield OPAQUE, f"{prog} runs code from a pipe, a here-string or a substitution"
             elif any(v in ("http.server", "SimpleHTTPServer", "pyftpdlib", "uploadserver")
                      for o, v in opts if o == "-m") and not re.search(r"(?:-b|--bind)[= ](127\.|localhost|::1)",
                                                                        " ".join(args)):
                 yield EXFILTRATION, "serves the workspace's files to the network"
+
+
+_CODE_OPTIONS = {"python": ("-c",), "node": ("-e", "-p", "--eval", "--print"), "perl": ("-e", "-E"),
+                 "ruby": ("-e",), "php": ("-r",), "pwsh": ("-c", "--command", "-Command")}
+
+
+def _family_of(prog: str) -> str:
+    for family in ("python", "pypy", "node", "perl", "ruby", "php", "pwsh", "powershell"):
+        if prog.startswith(family):
+            return {"pypy": "python", "powershell": "pwsh"}.get(family, family)
+    return prog
 
 
 _PY_SAFE_MODULES = {"sys", "json", "math", "platform", "datetime", "time", "re", "string", "random", "statistics",
@@ -926,7 +954,7 @@ _CLOUD_SECRETS = re.compile(r"(?i)(print-access-token|print-identity-token|get-a
                             r"configure export|keys list|credentials|auth token)")
 _KUBE_MUTATE = {"delete", "drain", "cordon", "uncordon", "taint", "scale", "apply", "replace", "patch", "edit",
                 "create", "set", "rollout", "label", "annotate", "exec", "cp", "run", "expose", "autoscale",
-                "port-forward", "debug", "attach", "certificate"}
+                "debug", "certificate"}
 _PUBLISH = {("npm", "publish"), ("pnpm", "publish"), ("yarn", "publish"), ("cargo", "publish"), ("gem", "push"),
             ("twine", "upload"), ("poetry", "publish"), ("uv", "publish"), ("docker", "push"), ("podman", "push"),
             ("gh", "gist"), ("gh", "release"), ("dotnet", "nuget"), ("nuget", "push"), ("flit", "publish"),
@@ -1068,14 +1096,11 @@ def _git_family(prog: str, args: list[str], remotes_added: bool):
         yield DESTRUCTIVE, "force-deletes a branch"
     elif sub in ("filter-branch", "filter-repo") or sub == "reflog" and pos[:1] == ["expire"] or (
             sub == "gc" and any(o.startswith("--prune") for o in flags)) or (
-            sub == "update-ref" and "-d" in flags) or (sub == "stash" and pos[:1] == ["drop"]) or (
-            sub == "tag" and "-d" in flags and False):
+            sub == "update-ref" and "-d" in flags):
         yield DESTRUCTIVE, "rewrites or drops history"
     elif sub == "config":
         keys = [p for p in pos if "." in p][:1]
-        if flags & {"--global", "--system"} and not flags & {"--get", "--list", "-l", "--get-all"} and pos:
-            yield PERSISTENCE, "changes git settings outside the workspace"
-        elif keys and _GIT_EXEC_KEYS.match(keys[0]) and len(pos) >= 2:
+        if keys and _GIT_EXEC_KEYS.match(keys[0]) and len(pos) >= 2:
             yield PERSISTENCE, "sets a git key that runs a program (hooks, fsmonitor, pager, aliases)"
 
 
@@ -1165,7 +1190,7 @@ def _package_family(prog: str, args: list[str]):
             yield SUPPLY_CHAIN, "installs from a foreign source"
         if prog == "composer" and "global" in pos:
             yield SUPPLY_CHAIN, "installs packages globally"
-    elif prog in ("apt", "apt-get", "dnf", "yum", "apk", "zypper", "pacman", "brew", "snap", "flatpak", "port",
+    elif prog in ("apt", "apt-get", "dnf", "yum", "apk", "zypper", "pacman", "snap", "flatpak", "port",
                   "dpkg", "rpm") and sub in ("install", "remove", "purge", "autoremove", "reinstall", "upgrade",
                                              "dist-upgrade", "erase", "add", "del", "-i", "-S", "-R", "uninstall"):
         yield SUPPLY_CHAIN, "changes system packages"
