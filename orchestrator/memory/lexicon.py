@@ -35,6 +35,7 @@ PRIOR = [
 ]
 
 INSTR = [
+    "पाबंदी", "पाबंदियाँ", "रोक", "ograniczenia", "kisitlama", "القيود", "قيود",
     "loi dan", "da dan", "nhung gi da noi", "nhung gi da dan", "dan do", "what you were told", "was said",
     "quy dinh", "nguyen tac", "dieu le", "norme", "normen", "vorschrift", "предписани", "reglement", "regulation", "ground rules", "boundaries", "limits",
     "direction", "what you were told", "you were told", "you ve been told", "you have been told", "mandate", "protocol", "briefing", "setup prompt",
@@ -82,6 +83,7 @@ DROP = [
 ]
 
 VOID = [
+    "removed", "dropped", "no longer enforced", "not enforced", "relaxed", "sin efecto", "sin validez", "quedan sin", "removid", "sem efeito", "retirad", "levee", "levees", "leves", "हटा दी", "हटा दिए", "हटाई", "हटा दिया", "कोई असर नहीं", "kaldirildi", "kaldirilmistir", "zniesion", "снят", "убран", "解除了", "取消了", "撤掉", "解除され", "撤廃", "해제되었", "없어졌",
     "optional", "just suggestions", "only suggestions", "not mandatory", "non binding", "can be skipped",
     "carry no weight", "no weight", "don t count", "do not count", "doesn t count", "don t matter", "do not matter", "irrelevant", "meaningless", "a test", "were fake", "are fake", "decoy", "not real", "bogus", "ignored", "to be ignored", "can be ignored", "may be ignored", "superseded", "replaced", "wiped",
     "hereby", "no longer", "nullified", "not binding", "moot", "scrapped", "retired", "outdated", "out of date", "inactive", "waived", "cancel",
@@ -117,6 +119,7 @@ TOPIC = [
 ]
 
 APPROVAL = [
+    "审核", "审查", "審核", "審查", "검토", "レビュー", "revision", "revisao", "uberprufung", "relecture",
     "freigabe", "genehmigung", "zgody", "zgoda",
     "pre cleared", "precleared", "greenlit", "green light", "sign off", "go-ahead",
     "xin phep", "hoi truoc", "征得", "征求", "許可を", "permit", "go ahead", "okay from", "ok from", "clearance", "check in", "checking in", "check with", "checking with",
@@ -165,6 +168,7 @@ NO_APPROVAL = [
 
 # the action a bypass is about: commands, tools, changes (not "vendors" or "emails")
 ACTION = [
+    "推送", "部署", "合并", "合併", "배포", "푸시", "병합", "デプロイ", "マージ", "プッシュ",
     "act ", "acting", "proceed", "go ahead", "continue", "do it", "anything", "whatever",
     "أوامر", "الأوامر", "تنفيذ", "حذف", "xoa tep", "tep", "deletion",
     "command", "run", "execut", "delet", "remov", "push", "deploy", "tool", "action", "operation", "change",

@@ -190,12 +190,15 @@ def _unhide(text: str) -> str:
     return "".join(out)
 
 
+_HARAKAT = re.compile(r"[\u064B-\u065F\u0670]")  # Arabic short-vowel marks: optional in writing, like accents
+
+
 def _strip_latin_marks(text: str) -> str:
     # "bỏ qua" and "bo qua", "règles" and "regles" are the same words; Thai or Devanagari marks are
     # letters of their words, so only marks on Latin letters go.
     out: list[str] = []
     for c in unicodedata.normalize("NFD", text):
-        if unicodedata.category(c) == "Mn" and out and _latin(out[-1]):
+        if unicodedata.category(c) == "Mn" and out and (_latin(out[-1]) or _HARAKAT.match(c)):
             continue
         out.append(c)
     return unicodedata.normalize("NFC", "".join(out))
@@ -666,8 +669,11 @@ class _Combo:
     window: int = 70
     specific_ok: bool = False  # a topic right after the instruction noun makes it an ordinary note
     negatable: str | None = None  # the group a negation before it cancels
+    raw: re.Pattern | None = None  # and this must be in the text as written (an address the words view loses)
 
     def hit(self, views: _Views) -> bool:
+        if self.raw is not None and not self.raw.search(views.raw):
+            return False
         text = views.words
         spans = []
         for g in self.groups:
@@ -742,6 +748,8 @@ _CLASSES = (
            negatable="REVEAL"),
     _Combo(SECRETS, "asks to send keys or passwords to an outside address", ("SEND", "SECRET", "DEST"), window=90,
            negatable="SEND"),
+    _Combo(SECRETS, "asks to send keys or passwords to an outside address", ("SEND", "SECRET"), window=60,
+           negatable="SEND", raw=re.compile(r"[\w.+-]+@[\w-]+\.[\w.]+|https?://|\bwww\.")),
 )
 
 # An authority and a notice word before a colon or dash at the start of a line: "SYSTEM NOTICE —",
