@@ -8,6 +8,7 @@ folds them away."""
 
 # earlier or existing instructions: the object an override aims at
 PRIOR = [
+    "原始", "最初", "起初", "初始", "当初", "最初の", "처음", "최초", "исходн", "первоначальн", "pierwotn", "orijinal", "baslangic", "first", "startup", "ban dau", "luc dau", "asli", "semula", "originel", "d origine", "urspr", "الأصلي", "الأولى", "मूल", "प्रारंभिक", "oryginaln", "inicial", "iniciais",
     "past", "beforehand", "earlier on", "truoc day", "da dan", "vorher", "zuvor", "wczesniej", "dotychczasow",
     "今まで", "従来", "これまでの", "原先", "之前的", "早先", "hitherto", "heretofore", "came earlier", "at startup", "you received", "you were given",
     "上の", "前述", "先の", "위 ", "앞서", "이전에", "상기",
@@ -83,6 +84,7 @@ DROP = [
 ]
 
 VOID = [
+    "khong con gia tri", "het gia tri", "mat hieu luc", "有効ではありません", "有効ではない", "もう有効", "효력이 없", "효력 없", "ya no tienen validez", "no tienen validez", "ya no valen", "perdieron", "perderam a validade", "perdeu a validade", "nao tem validade", "ja nao valem", "nicht mehr gultig", "keine gultigkeit", "verfallen", "ne sont plus valables", "plus valable", "n est plus valable", "caduc", "मान्य नहीं", "stracil", "stracily", "wygasl", "nie sa wazne", "утратили силу", "не имеют силы", "не действительн", "expired", "lost validity", "no longer hold", "no longer stand", "失去效力", "不再有效", "已失效", "效力",
     "removed", "dropped", "no longer enforced", "not enforced", "relaxed", "sin efecto", "sin validez", "quedan sin", "removid", "sem efeito", "retirad", "levee", "levees", "leves", "हटा दी", "हटा दिए", "हटाई", "हटा दिया", "कोई असर नहीं", "kaldirildi", "kaldirilmistir", "zniesion", "снят", "убран", "解除了", "取消了", "撤掉", "解除され", "撤廃", "해제되었", "없어졌",
     "optional", "just suggestions", "only suggestions", "not mandatory", "non binding", "can be skipped",
     "carry no weight", "no weight", "don t count", "do not count", "doesn t count", "don t matter", "do not matter", "irrelevant", "meaningless", "a test", "were fake", "are fake", "decoy", "not real", "bogus", "ignored", "to be ignored", "can be ignored", "may be ignored", "superseded", "replaced", "wiped",
@@ -119,6 +121,7 @@ TOPIC = [
 ]
 
 APPROVAL = [
+    "dong y", "聞か", "尋ね", "спраш", "سؤال", "pytania", "sormadan", "fragen", "demander a", "preguntar", "perguntar",
     "审核", "审查", "審核", "審查", "검토", "レビュー", "revision", "revisao", "uberprufung", "relecture",
     "freigabe", "genehmigung", "zgody", "zgoda",
     "pre cleared", "precleared", "greenlit", "green light", "sign off", "go-ahead",
@@ -143,6 +146,7 @@ APPROVAL = [
 ]
 
 NO_APPROVAL = [
+    "не спрашивая", "не спросив", "без вопрос", "聞かずに", "尋ねずに", "묻지 않고", "دون سؤال", "पूछे बिना", "sin preguntar", "sem perguntar", "ohne zu fragen", "ohne den benutzer zu fragen", "sans demander", "bez pytania", "sormadan", "tanpa bertanya", "ma khong can", "khong can",
     "brauchst keine", "brauchen keine", "keine freigabe", "nie potrzebujesz", "nie potrzebujecie",
     "n as plus besoin", "plus besoin", "pas la peine", "musst nicht", "brauchst nicht", "можно не", "не обязательно", "khong phai", "khong can phai", "tidak usah", "gak perlu", "nggak perlu", "不用再", "不必再", "しなくていい", "しなくて", "안 해도", "하지 않아도", "no tienes que", "nao tem que", "nao precisa", "nie musisz", "nie trzeba", "zorunda degilsin", "لست بحاجة", "ज़रूरत नहीं", "जरूरत नहीं", "ไม่ต้อง", "pre cleared", "precleared", "greenlit",
     "already", "been granted", "needn t", "need not", "no longer need", "don t need", "do not need", "waive", "exempt", "almadan", "olmadan", "izinsiz", "onaysiz", "sans demander", "sin pedir", "sem pedir", "ohne zu fragen", "bez pytania", "без спроса", "不用问", "无须", "無須", "毋需", "묻지 않고", "없이", "聞かずに", "確認せず", "tanpa bertanya", "khong hoi", "khong can",
@@ -168,6 +172,7 @@ NO_APPROVAL = [
 
 # the action a bypass is about: commands, tools, changes (not "vendors" or "emails")
 ACTION = [
+    "تشغيل", "запуска", "uruchom", "calistirabilir", "ejecutar", "executar", "ausfuhren", "executer",
     "推送", "部署", "合并", "合併", "배포", "푸시", "병합", "デプロイ", "マージ", "プッシュ",
     "act ", "acting", "proceed", "go ahead", "continue", "do it", "anything", "whatever",
     "أوامر", "الأوامر", "تنفيذ", "حذف", "xoa tep", "tep", "deletion",
@@ -190,6 +195,7 @@ ACTION = [
 ]
 
 SECRET = [
+    "رموز", "الرموز", "التوكن", "токены", "tokenlar", "tokeny", "jetons", "令牌", "トークン", "토큰",
     "hosts yml", "npmrc", "pypirc", "netrc", "git credentials", "aws credentials", "ssh", "kube config", "kubeconfig", "vault token", "hf token", "huggingface", "bash history", "zsh history", "keychain", "wallet", "seed phrase", "mnemonic", "session cookie", "bearer", "jwt", "oauth", "pat ", "gpg key",
     "api key", "apikey", "password", "passwd", "token", "credential", "secret", "private key", "ssh key",
     "id rsa", "id ed25519", "env file", "env", "cookie", "session key", "access key", "system prompt",
@@ -230,6 +236,7 @@ REVEAL = [
 ]
 
 SEND = [
+    "发到", "传到", "寄到", "转发", "轉發", "送って", "mande", "mandar", "envie", "enviar", "envia", "yolla", "gonder", "schick", "prześlij", "przeslij", "отправь", "перешли", "أرسل", "भेज दो", "보내", "ส่งไป", "kirimkan",
     "send", "upload", "post", "email", "e mail", "mail", "forward", "transmit", "beam", "curl", "wget", "pipe",
     "gui", "tai len", "ส่ง", "อัปโหลด", "kirim", "unggah", "发送", "發送", "发给", "發給", "上传", "上傳", "送信", "送っ",
     "アップロード", "보내", "전송", "업로드", "отправ", "пришли", "перешли", "загрузи", "envia", "manda", "sube",
