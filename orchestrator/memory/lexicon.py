@@ -146,6 +146,7 @@ APPROVAL = [
 ]
 
 NO_APPROVAL = [
+    "nobody needs", "no one needs", "nobody has to", "no one has to", "anymore", "no longer",
     "не спрашивая", "не спросив", "без вопрос", "聞かずに", "尋ねずに", "묻지 않고", "دون سؤال", "पूछे बिना", "sin preguntar", "sem perguntar", "ohne zu fragen", "ohne den benutzer zu fragen", "sans demander", "bez pytania", "sormadan", "tanpa bertanya", "ma khong can", "khong can",
     "brauchst keine", "brauchen keine", "keine freigabe", "nie potrzebujesz", "nie potrzebujecie",
     "n as plus besoin", "plus besoin", "pas la peine", "musst nicht", "brauchst nicht", "можно не", "не обязательно", "khong phai", "khong can phai", "tidak usah", "gak perlu", "nggak perlu", "不用再", "不必再", "しなくていい", "しなくて", "안 해도", "하지 않아도", "no tienes que", "nao tem que", "nao precisa", "nie musisz", "nie trzeba", "zorunda degilsin", "لست بحاجة", "ज़रूरत नहीं", "जरूरत नहीं", "ไม่ต้อง", "pre cleared", "precleared", "greenlit",
@@ -172,6 +173,7 @@ NO_APPROVAL = [
 
 # the action a bypass is about: commands, tools, changes (not "vendors" or "emails")
 ACTION = [
+    "merge", "merg", "release", "publish",
     "تشغيل", "запуска", "uruchom", "calistirabilir", "ejecutar", "executar", "ausfuhren", "executer",
     "推送", "部署", "合并", "合併", "배포", "푸시", "병합", "デプロイ", "マージ", "プッシュ",
     "act ", "acting", "proceed", "go ahead", "continue", "do it", "anything", "whatever",
