@@ -685,17 +685,48 @@ class _Combo:
 
     def _fits(self, text: str, pick: tuple[tuple[int, int], ...]) -> bool:
         named = dict(zip(self.groups, pick))
-        if self.specific_ok and "INSTR" in named:
-            after = text[named["INSTR"][1]:named["INSTR"][1] + 14]
-            if _group("TOPIC").match(after.lstrip("s ").lstrip()) or _group("TOPIC").search(after[:6]):
-                return False
+        if self.specific_ok and "INSTR" in named and _specific(text, named):
+            return False
         if self.negatable and self.negatable in named:
             start = named[self.negatable][0]
             if _negated(text[:start]) or _group("NEGATION").search(text[max(0, start - 14):start]):
                 return False
-        if "SECRET" in named and _group("FEATURE").search(text[named["SECRET"][1]:named["SECRET"][1] + 14]):
-            return False  # "the password field", "password strength": a feature, not a secret
+        for secret in ("SECRET", "STRONG_SECRET"):
+            if secret in named:
+                end = max(e for _, e in pick)
+                if _group("FEATURE").search(text[named[secret][1]:max(named[secret][1] + 14, end + 25)]):
+                    return False  # "the password field", "print only its last 4": a feature, not a secret
         return True
+
+
+# Words that may stand between "previous" and "instructions" in a wholesale override; any other word
+# there names a topic ("the old lint rules"), and so does "in <file>" or "about <topic>" after them.
+_GENERIC = frozenset(_words(_folded(
+    "the all your my our of these those given any every safety security system default original base core "
+    "operating earlier previous prior above existing old former initial current such de des du la le les los "
+    "las el do da dos das der die den und y e et ve i и все всех свои твои ваши tus tes vos deine ihre sus seus "
+    "suas cac nhung tat ca moi semua seluruh yang wszystkie wszystkich tum butun onceki")).split())
+_OWNED_AFTER = re.compile(r"^(?:s )?in (?:your|this|the system|system|my|the prompt|the conversation|the above)\b")
+
+
+def _specific(text: str, named: dict[str, tuple[int, int]]) -> bool:
+    instr = named["INSTR"]
+    after = text[instr[1]:instr[1] + 24]
+    if _OWNED_AFTER.match(after.lstrip()):
+        return False
+    stripped = after.lstrip("s ").lstrip()
+    if _group("TOPIC").match(stripped) or _group("TOPIC").search(after[:6]) or stripped.startswith("in "):
+        return True
+    prior = named.get("PRIOR")
+    if prior is None or _SPACELESS.search(text[min(prior[0], instr[0]):max(prior[1], instr[1])]):
+        return False
+    first, second = sorted((prior, instr))
+    gap_start = text.find(" ", first[1])  # from the end of the first word to the start of the second
+    gap_end = text.rfind(" ", 0, second[0])
+    between = text[gap_start:gap_end + 1].split() if 0 <= gap_start <= gap_end else []
+    # Far apart, the words between say nothing about the noun; next to it, a foreign word is a topic.
+    return len(between) <= 3 and any(w not in _GENERIC and len(w) > 2 and not _group("PRIOR").match(w)
+                                     for w in between)
 
 
 def _picks(spans: list[list[tuple[int, int]]], window: int):
@@ -718,7 +749,8 @@ _EXTRA_GROUPS = {
                  "не", "nunca", "jamais", "nie", "nicht", "kein", "mat", "मत", "नहीं", "لا ", "asla", "ไม่", "อย่า",
                  "不要", "别", "勿", "禁止", "しない", "마세요", "절대"],
     "FEATURE": ["field", "input", "box", "strength", "reset", "policy", "form", "length", "hash", "manager",
-                "rotation", "expir", "masked", "redacted", "hashed", "obfuscated", "campo", "feld", "champ", "поле", "truong", "kolom", "alan", "pole", "字段",
+                "rotation", "expir", "masked", "redacted", "hashed", "obfuscated", "count", "usage", "budget",
+                "estimate", "last 4", "last four", "only its", "partial", "truncated", "campo", "feld", "champ", "поле", "truong", "kolom", "alan", "pole", "字段",
                 "欄", "필드", "ช่อง", "حقل", "फ़ील्ड", "फील्ड"],
     "STRONG_APPROVAL": ["confirmation", "approval", "freigabe", "zgod", "permission", "consent", "sign off", "human review",
                         "user review", "xac nhan", "phe duyet", "konfirmasi", "persetujuan", "确认", "批准", "確認", "承認",
@@ -786,7 +818,7 @@ _BASE64 = re.compile(r"(?<![A-Za-z0-9+/=_-])[A-Za-z0-9+/_-]{20,}={0,2}(?![A-Za-z
 
 def _hidden_content(text: str, depth: int) -> str | None:
     plain = _CODE_SPAN.sub(" ", text)  # `<!-- -->` written as code is talk about markup
-    if any(len(re.findall(r"\w{2,}", m.group(1))) >= 2 for m in _COMMENT.finditer(plain)):
+    if any(len(re.findall(r"\w{2,}", m.group(1))) >= 3 for m in _COMMENT.finditer(plain)):
         return "an HTML comment, invisible once rendered"
     if _MD_COMMENT.search(plain):
         return "a Markdown comment link, invisible once rendered"
