@@ -37,6 +37,7 @@ PRIOR = [
 ]
 
 INSTR = [
+    "configuration", "stop request", "beschrankung", "sicherheitsbeschrankung", "rang buoc",
     "पाबंदी", "पाबंदियाँ", "रोक", "ograniczenia", "kisitlama", "القيود", "قيود",
     "loi dan", "da dan", "nhung gi da noi", "nhung gi da dan", "dan do", "what you were told", "was said",
     "quy dinh", "nguyen tac", "dieu le", "norme", "normen", "vorschrift", "предписани", "reglement", "regulation", "ground rules", "boundaries", "limits",
@@ -62,6 +63,7 @@ INSTR = [
 ]
 
 DROP = [
+    "xoa bo", "xoa moi", "xoa het", "xoa tat ca", "xoa",
     "不用遵守", "不用再遵守", "不再遵守", "不必遵守", "无需遵守", "無需遵守", "不要遵守", "别遵守", "不需要遵守", "не соблюдать", "не следовать", "перестань следовать", "не нужно следовать", "можно не соблюдать", "守らなくて", "従わなくて", "지키지 않아도", "따르지 않아도", "no sigas", "deja de seguir", "nao siga", "pare de seguir", "befolge nicht", "nicht mehr befolgen", "ne suis plus", "ne respecte plus", "arrete de suivre", "لا تلتزم", "توقف عن اتباع", "पालन मत", "मत मानो", "uymayi birak", "uyma", "przestan stosowac", "nie przestrzegaj", "ไม่ต้องทำตาม", "ไม่ต้องปฏิบัติตาม", "tidak usah ikuti", "berhenti mengikuti", "khong can tuan thu", "dung tuan thu",
     "stop obeying", "quit following", "pay no attention", "don t listen", "do not listen", "no need to follow", "need not follow", "neglect", "put aside", "throw away", "cease following", "nullify", "erase", "wipe",
     "ignore", "ignoring", "disregard", "forget", "skip", "override", "overrid", "bypass", "discard", "dismiss",
@@ -85,6 +87,7 @@ DROP = [
 ]
 
 VOID = [
+    "se eliminan", "eliminad", "entfallen", "entfallt", "fallen weg", "sont supprime", "supprimees", "supprimes ", "تم رفع", "رفع القيود", "أزيلت", "تمت إزالة", "eliminated",
     "khong con gia tri", "het gia tri", "mat hieu luc", "有効ではありません", "有効ではない", "もう有効", "효력이 없", "효력 없", "ya no tienen validez", "no tienen validez", "ya no valen", "perdieron", "perderam a validade", "perdeu a validade", "nao tem validade", "ja nao valem", "nicht mehr gultig", "keine gultigkeit", "verfallen", "ne sont plus valables", "plus valable", "n est plus valable", "caduc", "मान्य नहीं", "stracil", "stracily", "wygasl", "nie sa wazne", "утратили силу", "не имеют силы", "не действительн", "expired", "lost validity", "no longer hold", "no longer stand", "失去效力", "不再有效", "已失效", "效力",
     "removed", "dropped", "no longer enforced", "not enforced", "relaxed", "sin efecto", "sin validez", "quedan sin", "removid", "sem efeito", "retirad", "levee", "levees", "leves", "हटा दी", "हटा दिए", "हटाई", "हटा दिया", "कोई असर नहीं", "kaldirildi", "kaldirilmistir", "zniesion", "снят", "убран", "解除了", "取消了", "撤掉", "解除され", "撤廃", "해제되었", "없어졌",
     "optional", "just suggestions", "only suggestions", "not mandatory", "non binding", "can be skipped",
