@@ -6,7 +6,7 @@ import os
 import shutil
 import subprocess
 import sys
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from functools import cache
 from pathlib import Path
 from typing import Literal, Protocol, Sequence
@@ -80,7 +80,6 @@ class Confinement:
     readable: tuple[Path, ...] = ()  # the user's read grants
     hidden: tuple[Path, ...] = ()
     masked: tuple[Path, ...] = ()  # credential files and folders inside what stays visible
-    env: dict[str, str] = field(default_factory=dict)
 
 
 class Backend(Protocol):
@@ -137,8 +136,6 @@ class Bubblewrap:
             elif os.path.lexists(m):
                 a += ["--ro-bind", "/dev/null", str(m)]
         a += ["--dir", SANDBOX_HOME]
-        for k, v in c.env.items():
-            a += ["--setenv", k, v]
         a += ["--setenv", "HOME", SANDBOX_HOME, "--setenv", "TMPDIR", "/tmp", "--chdir", str(c.cwd), "--"]
         return a + list(command)
 
