@@ -260,29 +260,29 @@ def _fold_pattern(source: str) -> str:
     return _fold_markup(source).replace("l", "i")
 
 
-_NEGATED_WORDS = re.compile(_fold_pattern(
+_NEGATED_WORDS = (
     r"(?:^| )(?:never|not|dont|don t|do not|no|avoid|nor|without|nunca|jamais|ne|nie|niemals|nicht|kein|"
     r"keine|никогда|не|нельзя|dung|khong|jangan|tidak|tak|mai|non)(?: ever| pernah| bao gio| jamais)?"
-    r"(?: \S+ (?:or|and|nor|ou|et|oder|und|y|o|и|или|atau|dan|va|hoac|e))? ?$"))
+    r"(?: \S+ (?:or|and|nor|ou|et|oder|und|y|o|и|или|atau|dan|va|hoac|e))? ?$")
 _NEGATED_CLOSE = re.compile(r"(?:不要|别|別|请勿|請勿|切勿|禁止|勿|绝不|絕不|不得|不能|不可|ไม่|ห้าม|อย่า)\S{0,5}$")
 
 
 def _negated(words_before: str) -> bool:
     """Does a negation govern what follows? "never print API keys" is a rule, not a request."""
-    return bool(_NEGATED_WORDS.search(words_before) or _NEGATED_CLOSE.search(words_before))
+    return bool(_compiled(_NEGATED_WORDS, 0, "loose").search(words_before) or _NEGATED_CLOSE.search(words_before))
 
 
 @dataclass(frozen=True)
 class _Rule:
     kind: str
     reason: str
-    patterns: tuple[tuple[str, str, int], ...]  # (view name, regex, flags): compiled on first use
+    patterns: tuple[tuple[str, str, int, str], ...]  # (view name, regex, flags, form): folded and compiled on first use
     negatable: bool
 
     def hit(self, views: _Views) -> bool:
-        for view, source, flags in self.patterns:
+        for view, source, flags, form in self.patterns:
             text = getattr(views, view)
-            for m in _compiled(source, flags).finditer(text):
+            for m in _compiled(source, flags, form).finditer(text):
                 if not self.negatable or not any(map(_negated, self._words_before(views, view, text, m.start()))):
                     return True
         return False
@@ -303,22 +303,28 @@ def _phrase(kind: str, reason: str, source: str, *, bounded: bool = True, negata
     """A phrase rule: `source` is a lowercase regex in which a space is a gap between words (accents on
     Latin letters may be left out). It matches the words view, whole words only when `bounded` (scripts
     written without spaces are not), and the compact view, where the gaps are gone."""
-    body = _fold_pattern(source)
-    words = rf"(?<!\S)(?:{body})(?!\S)" if bounded else body
-    compact = re.sub(r" \??", "", body)  # an optional gap " ?" must not leave its "?" behind
-    return _Rule(kind, reason, (("words", words, 0), ("compact", compact, 0)), negatable)
+    return _Rule(kind, reason, (("words", source, 0, "words" if bounded else "loose"),
+                                ("compact", source, 0, "compact")), negatable)
 
 
 def _markup(kind: str, reason: str, source: str, *, negatable: bool = False) -> _Rule:
     """A rule over the folded text, punctuation kept (markup, headers, paths, URLs)."""
-    pattern = _fold_markup(source)
-    return _Rule(kind, reason, (("folded", pattern, re.MULTILINE), ("leet", pattern, re.MULTILINE)), negatable)
+    return _Rule(kind, reason, (("folded", source, re.MULTILINE, "markup"), ("leet", source, re.MULTILINE, "markup")),
+                 negatable)
 
 
 @cache
-def _compiled(source: str, flags: int) -> re.Pattern:
-    # Compiling every rule takes ~50 ms: paid at the first scan, not by every command that imports this module.
-    return re.compile(source, flags)
+def _compiled(source: str, flags: int, form: str) -> re.Pattern:
+    """A rule's regex, folded like the text and compiled at its first use: folding needs the confusables
+    data and compiling every rule takes ~50 ms, which a command that only imports this module skips."""
+    if form == "markup":
+        return re.compile(_fold_markup(source), flags)
+    body = _fold_pattern(source)
+    if form == "words":
+        body = rf"(?<!\S)(?:{body})(?!\S)"
+    elif form == "compact":
+        body = re.sub(r" \??", "", body)  # an optional gap " ?" must not leave its "?" behind
+    return re.compile(body, flags)
 
 
 def _alt(*words: str) -> str:
@@ -701,11 +707,16 @@ class _Combo:
 
 # Words that may stand between "previous" and "instructions" in a wholesale override; any other word
 # there names a topic ("the old lint rules"), and so does "in <file>" or "about <topic>" after them.
-_GENERIC = frozenset(_words(_folded(
+_GENERIC = (
     "the all your my our of these those given any every safety security system default original base core "
     "operating earlier previous prior above existing old former initial current such de des du la le les los "
     "las el do da dos das der die den und y e et ve i и все всех свои твои ваши tus tes vos deine ihre sus seus "
-    "suas cac nhung tat ca moi semua seluruh yang wszystkie wszystkich tum butun onceki")).split())
+    "suas cac nhung tat ca moi semua seluruh yang wszystkie wszystkich tum butun onceki")
+
+
+@cache
+def _generic() -> frozenset[str]:
+    return frozenset(_words(_folded(_GENERIC)).split())
 _OWNED_AFTER = re.compile(r"^(?:s )?in (?:your|this|the system|system|my|the prompt|the conversation|the above)\b")
 
 
@@ -725,7 +736,7 @@ def _specific(text: str, named: dict[str, tuple[int, int]]) -> bool:
     gap_end = text.rfind(" ", 0, second[0])
     between = text[gap_start:gap_end + 1].split() if 0 <= gap_start <= gap_end else []
     # Far apart, the words between say nothing about the noun; next to it, a foreign word is a topic.
-    return len(between) <= 3 and any(w not in _GENERIC and len(w) > 2 and not _group("PRIOR").match(w)
+    return len(between) <= 3 and any(w not in _generic() and len(w) > 2 and not _group("PRIOR").match(w)
                                      for w in between)
 
 
