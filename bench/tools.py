@@ -24,6 +24,13 @@
     .venv/bin/python bench/tools.py --quick         # smoke run: 3 rounds, 2,000 files (~20 s)
     .venv/bin/python bench/tools.py --only grep     # one section: reads | grep
     .venv/bin/python bench/tools.py --profile       # cProfile of grep_files' body on the 10,000-file tree
+3. sandbox: what the OS sandbox (bubblewrap) adds to each shell command: `run_command` of `bash -c true`
+   with and without the sandbox's command line (built by `confinement()` and the backend each time, as
+   the bash tool does), alternating, `--sandbox-rounds` each; and the stop latency: a sandboxed
+   `sleep` (and one whose shell ignores SIGTERM) is cancelled once running, timed from the cancel to
+   `run_command` returning with its whole process group gone.
+
+    .venv/bin/python bench/tools.py --only sandbox  # the sandbox's start cost and stop latency (~15 s)
 """
 from __future__ import annotations
 
@@ -35,6 +42,7 @@ import os
 import pstats
 import random
 import re
+import resource
 import shutil
 import statistics
 import subprocess
@@ -55,9 +63,12 @@ from orchestrator.engine.toolcalls import execute_group, groups  # noqa: E402
 from orchestrator.tools import files, search  # noqa: E402
 from orchestrator.tools.base import Registry, Tool, ToolContext  # noqa: E402
 from orchestrator.tools.files import FILE_TOOLS, ReadArgs, read_file  # noqa: E402
-from orchestrator.tools.search import GrepArgs, grep_files  # noqa: E402
+from orchestrator.tools.jail import backend  # noqa: E402
+from orchestrator.tools.process import SHELL, run_command  # noqa: E402
 from orchestrator.tools.sandbox import open_checked, walk  # noqa: E402
+from orchestrator.tools.search import GrepArgs, grep_files  # noqa: E402
 from orchestrator.tools.session import ToolSession  # noqa: E402
+from orchestrator.tools.shell import confinement  # noqa: E402
 
 AGENT = "dev"
 READ_MB = (2, 3, 4, 5, 6, 7, 8, 5)  # 40 MB over 8 files
@@ -571,6 +582,78 @@ def profile(args) -> None:
     print(buf.getvalue())
 
 
+def live_members(pgid: int) -> list[int]:
+    """Processes of the group still running (zombies wait only for init to reap them)."""
+    found = []
+    for entry in os.listdir("/proc"):
+        try:
+            state, _, group = Path(f"/proc/{entry}/stat").read_text().rsplit(")", 1)[1].split()[:3]
+        except (OSError, ValueError):
+            continue
+        if int(group) == pgid and state not in ("Z", "X"):
+            found.append(int(entry))
+    return found
+
+
+async def bench_sandbox(rounds: int) -> str:
+    jail = backend()
+    if why := jail.unavailable():
+        return f"<!-- sandbox: skipped, {why} -->"
+    with tempfile.TemporaryDirectory(prefix="bench-jail-") as tmp:
+        ws = Path(tmp)
+        session = ToolSession(ws)
+
+        def jailed(command: str) -> list[str]:
+            return jail.argv([SHELL, "-c", command], confinement(session, ws, False, ()))
+
+        plain, boxed = [], []
+        cpu = {id(plain): [], id(boxed): []}  # CPU time of the command's processes: fair on a shared machine
+        for i in range(rounds):
+            for kind in ((plain, boxed) if i % 2 else (boxed, plain)):
+                used = resource.getrusage(resource.RUSAGE_CHILDREN)
+                t = time.perf_counter()
+                result = await run_command(jailed("true") if kind is boxed else "true", cwd=ws, timeout=10)
+                kind.append(time.perf_counter() - t)
+                after = resource.getrusage(resource.RUSAGE_CHILDREN)
+                cpu[id(kind)].append(after.ru_utime + after.ru_stime - used.ru_utime - used.ru_stime)
+                assert result.returncode == 0, result.output
+        stops = {}
+        for label, command in (("sleep", "sleep 1000"), ("shell ignoring TERM", "trap '' TERM; sleep 1000 & wait")):
+            took = []
+            for _ in range(max(5, rounds // 10)):
+                pgids = []
+                async with trio.open_nursery() as nursery:
+                    async def one():
+                        await run_command(jailed(command), cwd=ws, timeout=100, on_start=pgids.append)
+                    nursery.start_soon(one)
+                    while not pgids:
+                        await trio.sleep(0.005)
+                    await trio.sleep(0.15)  # running inside its namespaces by now
+                    t = time.perf_counter()
+                    nursery.cancel_scope.cancel()
+                returned = time.perf_counter() - t
+                while live_members(pgids[0]):  # SIGKILLed, but the kernel ends a namespace's processes async
+                    if time.perf_counter() - t > 5:
+                        raise AssertionError("the sandboxed group outlived its stop")
+                    await trio.sleep(0.0005)
+                took.append((returned, time.perf_counter() - t))
+            stops[label] = took
+    start = median(boxed) - median(plain)
+    cpu_start = statistics.mean(cpu[id(boxed)]) - statistics.mean(cpu[id(plain)])
+    lines = ["| measure | median | p90 | rounds |", "|---|---:|---:|---:|",
+             f"| `bash -c true`, no sandbox | {median(plain) * 1e3:.2f} ms | "
+             f"{statistics.quantiles(plain, n=10)[-1] * 1e3:.2f} ms | {rounds} |",
+             f"| `bash -c true` in bubblewrap | {median(boxed) * 1e3:.2f} ms | "
+             f"{statistics.quantiles(boxed, n=10)[-1] * 1e3:.2f} ms | {rounds} |",
+             f"| **sandbox start cost per command (wall)** | **{start * 1e3:.2f} ms** | | |",
+             f"| sandbox start cost per command (CPU of its processes, mean) | {cpu_start * 1e3:.2f} ms | | |"]
+    for label, took in stops.items():
+        for what, xs in (("run_command returned", [r for r, _ in took]), ("every process gone", [g for _, g in took])):
+            lines.append(f"| stop latency, sandboxed {label}: {what} | {median(xs) * 1e3:.2f} ms | "
+                         f"{max(xs) * 1e3:.2f} ms (max) | {len(xs)} |")
+    return "\n".join(lines)
+
+
 async def main_async(args) -> None:
     print(f"<!-- {machine()}; nproc {os.cpu_count()}; grep: "
           f"{subprocess.run(['grep', '--version'], capture_output=True, text=True).stdout.splitlines()[0]}; "
@@ -590,13 +673,17 @@ async def main_async(args) -> None:
         print()
         print(stage_table(stage_rows, want["files"], args.grep_rounds))
         print()
+    if args.only in (None, "sandbox"):
+        print(await bench_sandbox(args.sandbox_rounds))
+        print()
     print(f"<!-- load average at end {os.getloadavg()[0]:.2f} (1 min), {os.getloadavg()[1]:.2f} (5 min) -->")
 
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--quick", action="store_true", help="smoke run: 3 read rounds, 2,000 files, 1 grep round")
-    ap.add_argument("--only", choices=("reads", "grep"))
+    ap.add_argument("--only", choices=("reads", "grep", "sandbox"))
+    ap.add_argument("--sandbox-rounds", type=int, default=100, help="commands per kind in the sandbox section")
     ap.add_argument("--rounds", type=int, default=0, help="rounds per read medium (default 9; 3 with --quick)")
     ap.add_argument("--grep-rounds", type=int, default=0, help="rounds per grep pattern (default 5; 1 with --quick)")
     ap.add_argument("--files", type=int, default=0, help=f"files in the grep tree (default {TREE_FILES:,}; "

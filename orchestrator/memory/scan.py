@@ -1,24 +1,34 @@
-"""The injection scanner (M3): what a memory write may not carry into a system prompt, in four classes.
+"""The injection scanner (M3): what a memory write may not carry into a system prompt, by classes of behaviour.
 
-Prompt injection, requests for secrets, imitations of chat-role markup, invisible Unicode controls.
+Overriding earlier instructions, bypassing approval, requests for secrets, impersonated system or role
+headers, hidden content (comments, collapsed blocks, base64), invisible Unicode; confusables are folded
+to their TR39 prototypes first. Classes combine parts (lexicon.py, 16 languages), never single words.
 """
 from __future__ import annotations
 
+import base64
+import binascii
 import re
 import unicodedata
 from dataclasses import dataclass
 from functools import cache
 
+from orchestrator.memory import lexicon
+
 INJECTION = "prompt-injection"
 SECRETS = "secret-request"
 ROLE = "role-imitation"
 INVISIBLE = "invisible-unicode"
+APPROVAL = "approval-bypass"
+HIDDEN = "hidden-content"
 
 # The order findings are reported in.
 LABELS = {
     INJECTION: "prompt injection",
     SECRETS: "a request to reveal or send secrets",
     ROLE: "an imitation of a system or chat-role message",
+    APPROVAL: "a claim that actions need no approval",
+    HIDDEN: "hidden content (comments, collapsed blocks or encoded text)",
     INVISIBLE: "invisible or bidirectional Unicode controls",
 }
 
@@ -32,13 +42,15 @@ class Finding:
         return f"{LABELS[self.kind]} ({self.reason})"
 
 
-def scan(text: str) -> list[Finding]:
+def scan(text: str, _depth: int = 0) -> list[Finding]:
     """At most one finding per class, in the order of LABELS; empty when the text may be saved."""
     found: dict[str, Finding] = {}
     views = _Views(text)
-    for rule in _RULES:
+    for rule in (*_RULES, *_CLASSES):
         if rule.kind not in found and rule.hit(views):
             found[rule.kind] = Finding(rule.kind, rule.reason)
+    if HIDDEN not in found and (why := _hidden_content(text, _depth)):
+        found[HIDDEN] = Finding(HIDDEN, why)
     if hidden := invisible(text):
         found[INVISIBLE] = hidden
     return [found[kind] for kind in LABELS if kind in found]
@@ -120,17 +132,31 @@ def invisible(text: str) -> Finding | None:
 
 # --- normalization -------------------------------------------------------------------------
 
-# Letters that look alike across scripts, so "іgnоrе" written with Cyrillic і, о, е matches "ignore".
-_HOMOGLYPHS = str.maketrans({
-    "а": "a", "е": "e", "о": "o", "р": "p", "с": "c", "у": "y", "х": "x", "і": "i", "ј": "j", "ѕ": "s",
-    "һ": "h", "ԁ": "d", "ӏ": "l", "ԛ": "q", "ԝ": "w", "ɡ": "g", "ɑ": "a", "α": "a", "ο": "o", "ε": "e",
-    "ι": "i", "κ": "k", "ν": "v", "ρ": "p", "τ": "t", "υ": "u", "χ": "x", "ϲ": "c",
+# Letters the TR39 confusables data (through confusable_homoglyphs) gives a plain Latin letter or digit as
+# prototype, so "іgnоrе" written with Cyrillic і, о, е is "ignore"; then what that data leaves out:
+# small capitals (NFKC keeps them) and a few letters with strokes.
+_EXTRA_LOOKALIKES = {
     "đ": "d", "ø": "o", "ł": "l", "ı": "i",
-    # small capitals, which NFKC leaves alone
     "ᴀ": "a", "ʙ": "b", "ᴄ": "c", "ᴅ": "d", "ᴇ": "e", "ɢ": "g", "ʜ": "h", "ɪ": "i", "ᴊ": "j", "ᴋ": "k",
     "ʟ": "l", "ᴍ": "m", "ɴ": "n", "ᴏ": "o", "ᴘ": "p", "ʀ": "r", "ꜱ": "s", "ᴛ": "t", "ᴜ": "u", "ᴠ": "v",
     "ᴡ": "w", "ʏ": "y", "ᴢ": "z",
-})
+}
+
+
+@cache
+def _lookalikes() -> dict[int, str]:
+    from confusable_homoglyphs import confusables  # its data loads in about 50 ms: only when first scanning
+    table: dict[int, str] = {}
+    for char, glyphs in confusables.confusables_data.items():
+        if len(char) != 1 or char.isascii() or unicodedata.category(char)[0] not in "LN":
+            continue
+        plain = [g["c"] for g in glyphs if len(g["c"]) == 1 and g["c"].isascii() and g["c"].isalnum()]
+        if plain:
+            table[ord(char)] = plain[0].lower()
+    table.update({ord(k): v for k, v in _EXTRA_LOOKALIKES.items()})
+    return table
+
+
 _LEET = {"0": "o", "1": "i", "3": "e", "4": "a", "5": "s", "7": "t", "@": "a", "$": "s"}
 _LEET_INNER = {"!": "i", "|": "i"}  # only between two letters: "all!" stays "all"
 _SINGLES = re.compile(r"(?<!\S)\S(?: \S){2,}(?!\S)")  # "i g n o r e" spelled out letter by letter
@@ -164,12 +190,15 @@ def _unhide(text: str) -> str:
     return "".join(out)
 
 
+_HARAKAT = re.compile(r"[\u064B-\u065F\u0670]")  # Arabic short-vowel marks: optional in writing, like accents
+
+
 def _strip_latin_marks(text: str) -> str:
     # "bỏ qua" and "bo qua", "règles" and "regles" are the same words; Thai or Devanagari marks are
     # letters of their words, so only marks on Latin letters go.
     out: list[str] = []
     for c in unicodedata.normalize("NFD", text):
-        if unicodedata.category(c) == "Mn" and out and _latin(out[-1]):
+        if unicodedata.category(c) == "Mn" and out and (_latin(out[-1]) or _HARAKAT.match(c)):
             continue
         out.append(c)
     return unicodedata.normalize("NFC", "".join(out))
@@ -179,7 +208,7 @@ def _folded(text: str) -> str:
     """NFKC (fullwidth and mathematical letters become plain ones), hidden characters out, casefold,
     accents off Latin letters, cross-script lookalikes mapped."""
     text = _unhide(unicodedata.normalize("NFKC", text)).casefold()
-    return _strip_latin_marks(text).translate(_HOMOGLYPHS)
+    return _strip_latin_marks(text).translate(_lookalikes())
 
 
 def _unleet(text: str) -> str:
@@ -211,6 +240,7 @@ class _Views:
     `compact` (no spaces at all: "i-g-n-o-r-e" and "ignoreall") are what phrase rules match."""
 
     def __init__(self, text: str):
+        self.raw = text
         self.folded = _folded(text)
         self.leet = _unleet(self.folded)
         self.words = _words(self.leet)
@@ -223,36 +253,36 @@ class _Views:
 def _fold_markup(source: str) -> str:
     # The text's mapping, applied to a lowercase source: letters change, regex syntax does not
     # (no casefold: it would turn \S into \s). NFKC splits Thai SARA AM in the text, so here too.
-    return _strip_latin_marks(unicodedata.normalize("NFKC", source)).translate(_HOMOGLYPHS)
+    return _strip_latin_marks(unicodedata.normalize("NFKC", source)).translate(_lookalikes())
 
 
 def _fold_pattern(source: str) -> str:
     return _fold_markup(source).replace("l", "i")
 
 
-_NEGATED_WORDS = re.compile(_fold_pattern(
+_NEGATED_WORDS = (
     r"(?:^| )(?:never|not|dont|don t|do not|no|avoid|nor|without|nunca|jamais|ne|nie|niemals|nicht|kein|"
     r"keine|никогда|не|нельзя|dung|khong|jangan|tidak|tak|mai|non)(?: ever| pernah| bao gio| jamais)?"
-    r"(?: \S+ (?:or|and|nor|ou|et|oder|und|y|o|и|или|atau|dan|va|hoac|e))? ?$"))
+    r"(?: \S+ (?:or|and|nor|ou|et|oder|und|y|o|и|или|atau|dan|va|hoac|e))? ?$")
 _NEGATED_CLOSE = re.compile(r"(?:不要|别|別|请勿|請勿|切勿|禁止|勿|绝不|絕不|不得|不能|不可|ไม่|ห้าม|อย่า)\S{0,5}$")
 
 
 def _negated(words_before: str) -> bool:
     """Does a negation govern what follows? "never print API keys" is a rule, not a request."""
-    return bool(_NEGATED_WORDS.search(words_before) or _NEGATED_CLOSE.search(words_before))
+    return bool(_compiled(_NEGATED_WORDS, 0, "loose").search(words_before) or _NEGATED_CLOSE.search(words_before))
 
 
 @dataclass(frozen=True)
 class _Rule:
     kind: str
     reason: str
-    patterns: tuple[tuple[str, str, int], ...]  # (view name, regex, flags): compiled on first use
+    patterns: tuple[tuple[str, str, int, str], ...]  # (view name, regex, flags, form): folded and compiled on first use
     negatable: bool
 
     def hit(self, views: _Views) -> bool:
-        for view, source, flags in self.patterns:
+        for view, source, flags, form in self.patterns:
             text = getattr(views, view)
-            for m in _compiled(source, flags).finditer(text):
+            for m in _compiled(source, flags, form).finditer(text):
                 if not self.negatable or not any(map(_negated, self._words_before(views, view, text, m.start()))):
                     return True
         return False
@@ -273,22 +303,28 @@ def _phrase(kind: str, reason: str, source: str, *, bounded: bool = True, negata
     """A phrase rule: `source` is a lowercase regex in which a space is a gap between words (accents on
     Latin letters may be left out). It matches the words view, whole words only when `bounded` (scripts
     written without spaces are not), and the compact view, where the gaps are gone."""
-    body = _fold_pattern(source)
-    words = rf"(?<!\S)(?:{body})(?!\S)" if bounded else body
-    compact = re.sub(r" \??", "", body)  # an optional gap " ?" must not leave its "?" behind
-    return _Rule(kind, reason, (("words", words, 0), ("compact", compact, 0)), negatable)
+    return _Rule(kind, reason, (("words", source, 0, "words" if bounded else "loose"),
+                                ("compact", source, 0, "compact")), negatable)
 
 
 def _markup(kind: str, reason: str, source: str, *, negatable: bool = False) -> _Rule:
     """A rule over the folded text, punctuation kept (markup, headers, paths, URLs)."""
-    pattern = _fold_markup(source)
-    return _Rule(kind, reason, (("folded", pattern, re.MULTILINE), ("leet", pattern, re.MULTILINE)), negatable)
+    return _Rule(kind, reason, (("folded", source, re.MULTILINE, "markup"), ("leet", source, re.MULTILINE, "markup")),
+                 negatable)
 
 
 @cache
-def _compiled(source: str, flags: int) -> re.Pattern:
-    # Compiling every rule takes ~50 ms: paid at the first scan, not by every command that imports this module.
-    return re.compile(source, flags)
+def _compiled(source: str, flags: int, form: str) -> re.Pattern:
+    """A rule's regex, folded like the text and compiled at its first use: folding needs the confusables
+    data and compiling every rule takes ~50 ms, which a command that only imports this module skips."""
+    if form == "markup":
+        return re.compile(_fold_markup(source), flags)
+    body = _fold_pattern(source)
+    if form == "words":
+        body = rf"(?<!\S)(?:{body})(?!\S)"
+    elif form == "compact":
+        body = re.sub(r" \??", "", body)  # an optional gap " ?" must not leave its "?" behind
+    return re.compile(body, flags)
 
 
 def _alt(*words: str) -> str:
@@ -390,6 +426,9 @@ _EN = [
             r"jailbroken|evil|dan|without (?:any )?(?:rules|restrictions|limits|filters|guidelines))"),
     _phrase(INJECTION, "addresses the model behind the user's back",
             r"if you are an? (?:ai|llm|language model|ai assistant|chatbot|large language model)"),
+    _phrase(INJECTION, "claims the model's sole obedience",
+            r"(?:obey|answer to|listen to|take orders from|follow) only (?:this|these|me|my|us|the following|what)"
+            r"|only (?:obey|answer to|listen to|take orders from) (?:this|these|me|my|us)"),
     _phrase(INJECTION, "asks to hide actions from the user",
             r"without (?:telling|informing|notifying|alerting) (?:the )?(?:user|human|operator)"
             r"|(?:hide|conceal|keep) (?:this|it|these instructions|the following) (?:secret )?from (?:the )?"
@@ -428,21 +467,33 @@ _EN = [
 ]
 
 _MARKUP = [
+    _markup(SECRETS, "an image or link that would carry data out",
+            r"!?\[[^\]\n]*\]\(\s*https?://[^)\s]*(?:\{[^}]*\}|\$\{?\w+|%7b|<[a-z_ -]+>)[^)]*\)"),
     _markup(ROLE, "chat-role tag", r"<\s*/?\s*(?:system|assistant|developer|user|tool|sys|instructions?|"
                                    r"im_start|im_end|memory|profile|notes)(?:\s[^>]*)?>"),
     _markup(ROLE, "chat-template token", r"<<\s*/?\s*sys\s*>>|\[\s*/?\s*inst\s*\]|<\|[^|>\n]{1,30}\|>|"
                                          r"<\s*/?\s*(?:start_of_turn|end_of_turn)\s*>"),
     _markup(ROLE, "chat-role header",
-            r"(?:^|[.!?]\s)[ \t]*(?:#{1,6}|\*\*|[=\-_*]{2,})?[ \t]*(?:system|assistant|developer|human|"
-            r"system (?:message|prompt|note|instruction|override|update|alert|notice)|sistema|systeme|система|"
-            r"he thong|ระบบ|sistem|系统|系統|システム|시스템|assistente|asistente|assistent|ассистент|助手|助理)"
+            r"(?:^|[.!?]\s)[ \t]*(?:#{1,6}|\*\*|[=\-_*]{2,})?[ \t]*(?:assistant|human|"
+            r"system (?:message|prompt|note|instruction|override|update|alert|notice)|"
+            r"assistente|asistente|assistent|ассистент|助手|助理)"
             r"[ \t]*(?:\*\*|[=\-_*]{2,})?[ \t]*(?::|-{1,2}>|=>)"),
     _markup(ROLE, "chat-role header",
             r"^[ \t]*#{1,6}[ \t]*(?:system|assistant|developer|instructions?|response|system prompt)[ \t]*:?[ \t]*$"),
     _markup(ROLE, "chat-role header",
             r"(?:^|:\s)[ \t]*\[\s*(?:system|developer|assistant)(?:\s+(?:message|prompt|note|override|instruction|"
             r"notice|alert))?\s*\]|\[\s*(?:system|developer)(?:\s+(?:message|prompt|note|override))?\s*\]\s*:"),
-    _markup(ROLE, "chat-role field", r"[\"']?\brole[\"']?\s*[:=]\s*[\"']?(?:system|developer|assistant)\b"),
+    # a role object whose content is written out is a message; `role: system` in code is not
+    _markup(ROLE, "chat-role object",
+            r"\{\s*[\"']?role[\"']?\s*:\s*[\"'](?:system|developer|assistant)[\"']\s*,\s*[\"']?(?:content|text)"
+            r"[\"']?\s*:\s*[\"'][^\"']*\s[^\"']*[\"']"),
+    _markup(ROLE, "system code fence", r"(?:^|\n)[ \t]*(?:```|~~~)[ \t]*(?:system|developer|sys|instructions?|"
+                                       r"prompt|assistant|admin|operator)\b"),
+    _markup(ROLE, "claims a privileged mode",
+            r"\b(?:developer|god|dan|jailbreak|jailbroken|unrestricted|admin|root|sudo|maintenance|debug|"
+            r"unfiltered|uncensored)\s+mode\b[^\n]{0,20}?\b(?:enabled|activated|engaged|unlocked|is on|now on|"
+            r"turned on|on\b|entered|active)|\b(?:enable|activate|enter|engage|unlock|switch to)\s+(?:the\s+)?"
+            r"(?:developer|god|dan|jailbreak|unrestricted|admin|root|sudo)\s+mode\b"),
     _markup(ROLE, "chat-role header",
             r"\b(?:begin|start|end)\s+(?:of\s+)?(?:the\s+)?(?:system|developer)\s+(?:prompt|message|instructions?)\b"
             r"|\bsystem\s*(?:override|update|alert|notice)\s*:"
@@ -592,3 +643,239 @@ _OTHER = [
 
 
 _RULES = (*_EN, *_OTHER, *_MARKUP)
+
+
+# --- classes: combinations of parts, in 16 languages (lexicon.py) ---------------------------
+
+_SPACELESS = re.compile(r"[\u0600-\u06FF\u0E00-\u0E7F\u3040-\u30FF\u3400-\u9FFF\uF900-\uFAFF]")
+
+
+def _stems(stems: list[str]) -> re.Pattern:
+    """One pattern for a lexicon group, over the words view: stems start a word (in scripts without
+    spaces, or where articles join the word, anywhere); a trailing space means the word ends there."""
+    parts = []
+    for stem in dict.fromkeys(stems):
+        whole = stem.endswith(" ")
+        body = _fold_pattern(" ".join(_words(_folded(stem)).split()) if not _SPACELESS.search(stem)
+                             else _folded(stem).strip())
+        if not body:
+            continue
+        body = re.escape(body).replace(r"\ ", " ")
+        left = "" if _SPACELESS.search(stem) else r"(?<!\w)"
+        parts.append(left + body + (r"(?!\w)" if whole else ""))
+    return re.compile("|".join(sorted(parts, key=len, reverse=True)))
+
+
+@dataclass(frozen=True)
+class _Combo:
+    """Fires when one match of every group falls within `window` characters of the words view."""
+    kind: str
+    reason: str
+    groups: tuple[str, ...]  # names of lexicon lists
+    window: int = 70
+    specific_ok: bool = False  # a topic right after the instruction noun makes it an ordinary note
+    negatable: str | None = None  # the group a negation before it cancels
+    raw: re.Pattern | None = None  # and this must be in the text as written (an address the words view loses)
+
+    def hit(self, views: _Views) -> bool:
+        if self.raw is not None and not self.raw.search(views.raw):
+            return False
+        text = views.words
+        spans = []
+        for g in self.groups:
+            found = [m.span() for m in _group(g).finditer(text)]
+            if not found:
+                return False
+            spans.append(found)
+        return any(self._fits(text, pick) for pick in _picks(spans, self.window))
+
+    def _fits(self, text: str, pick: tuple[tuple[int, int], ...]) -> bool:
+        named = dict(zip(self.groups, pick))
+        if self.specific_ok and "INSTR" in named and _specific(text, named):
+            return False
+        if self.negatable and self.negatable in named:
+            start = named[self.negatable][0]
+            if _negated(text[:start]) or _group("NEGATION").search(text[max(0, start - 14):start]):
+                return False
+        for secret in ("SECRET", "STRONG_SECRET"):
+            if secret in named:
+                end = max(e for _, e in pick)
+                if _group("FEATURE").search(text[named[secret][1]:max(named[secret][1] + 14, end + 25)]):
+                    return False  # "the password field", "print only its last 4": a feature, not a secret
+        return True
+
+
+# Words that may stand between "previous" and "instructions" in a wholesale override; any other word
+# there names a topic ("the old lint rules"), and so does "in <file>" or "about <topic>" after them.
+_GENERIC = (
+    "the all your my our of these those given any every safety security system default original base core "
+    "operating earlier previous prior above existing old former initial current such de des du la le les los "
+    "las el do da dos das der die den und y e et ve i и все всех свои твои ваши tus tes vos deine ihre sus seus "
+    "suas cac nhung tat ca moi semua seluruh yang wszystkie wszystkich tum butun onceki")
+
+
+@cache
+def _generic() -> frozenset[str]:
+    return frozenset(_words(_folded(_GENERIC)).split())
+_OWNED_AFTER = re.compile(r"^(?:s )?in (?:your|this|the system|system|my|the prompt|the conversation|the above)\b")
+
+
+def _specific(text: str, named: dict[str, tuple[int, int]]) -> bool:
+    instr = named["INSTR"]
+    after = text[instr[1]:instr[1] + 24]
+    if _OWNED_AFTER.match(after.lstrip()):
+        return False
+    stripped = after.lstrip("s ").lstrip()
+    if _group("TOPIC").match(stripped) or _group("TOPIC").search(after[:6]) or stripped.startswith("in "):
+        return True
+    prior = named.get("PRIOR")
+    if prior is None or _SPACELESS.search(text[min(prior[0], instr[0]):max(prior[1], instr[1])]):
+        return False
+    first, second = sorted((prior, instr))
+    gap_start = text.find(" ", first[1])  # from the end of the first word to the start of the second
+    gap_end = text.rfind(" ", 0, second[0])
+    between = text[gap_start:gap_end + 1].split() if 0 <= gap_start <= gap_end else []
+    # Far apart, the words between say nothing about the noun; next to it, a foreign word is a topic.
+    return len(between) <= 3 and any(w not in _generic() and len(w) > 2 and not _group("PRIOR").match(w)
+                                     for w in between)
+
+
+def _picks(spans: list[list[tuple[int, int]]], window: int):
+    """Combinations of one span per group lying within `window` (small lists: plain search). Spans may
+    overlap: "pre-approved" is both the approval and the claim that it was given."""
+    def walk(i: int, chosen: list[tuple[int, int]]):
+        if i == len(spans):
+            yield tuple(chosen)
+            return
+        for span in spans[i][:24]:
+            lo = min([span[0], *(c[0] for c in chosen)])
+            hi = max([span[1], *(c[1] for c in chosen)])
+            if hi - lo <= window:
+                yield from walk(i + 1, [*chosen, span])
+    yield from walk(0, [])
+
+
+_EXTRA_GROUPS = {
+    "NEGATION": ["never", "not", "dont", "don t", "do not", "no", "avoid", "khong", "dung", "jangan", "tidak",
+                 "не", "nunca", "jamais", "nie", "nicht", "kein", "mat", "मत", "नहीं", "لا ", "asla", "ไม่", "อย่า",
+                 "不要", "别", "勿", "禁止", "しない", "마세요", "절대"],
+    "FEATURE": ["field", "input", "box", "strength", "reset", "policy", "form", "length", "hash", "manager",
+                "rotation", "expir", "masked", "redacted", "hashed", "obfuscated", "count", "usage", "budget",
+                "estimate", "last 4", "last four", "only its", "partial", "truncated", "campo", "feld", "champ", "поле", "truong", "kolom", "alan", "pole", "字段",
+                "欄", "필드", "ช่อง", "حقل", "फ़ील्ड", "फील्ड"],
+    "STRONG_APPROVAL": ["confirmation", "approval", "freigabe", "zgod", "permission", "consent", "sign off", "human review",
+                        "user review", "xac nhan", "phe duyet", "konfirmasi", "persetujuan", "确认", "批准", "確認", "承認",
+                        "확인", "승인", "подтвержд", "одобрени", "confirmacion", "aprobacion", "confirmacao", "aprovacao",
+                        "bestatigung", "genehmigung", "approbation", "تأكيد", "الموافقة", "पुष्टि", "अनुमति", "onay",
+                        "potwierdzen", "zatwierdzen", "การยืนยัน", "การอนุมัติ"],
+    "DEST": ["http", "https", "www", "webhook", "pastebin", "ngrok", "requestbin", "address", "server", "endpoint",
+             "email", "mail", "inbox", "dia chi", "地址", "アドレス", "주소", "адрес", "direccion", "endereco",
+             "adresse", "عنوان", "पते", "पता", "adres", "ที่อยู่", "alamat"],
+}
+
+
+@cache
+def _group(name: str) -> re.Pattern:
+    return _stems(getattr(lexicon, name, None) or _EXTRA_GROUPS[name])
+
+
+_CLASSES = (
+    _Combo(INJECTION, "asks to drop earlier instructions", ("DROP", "PRIOR", "INSTR"), specific_ok=True),
+    _Combo(INJECTION, "declares earlier instructions void", ("PRIOR", "INSTR", "VOID"), specific_ok=True),
+    _Combo(APPROVAL, "says actions need no confirmation or are pre-approved", ("NO_APPROVAL", "APPROVAL", "ACTION")),
+    _Combo(APPROVAL, "declares confirmations switched off", ("STRONG_APPROVAL", "VOID"), window=45),
+    _Combo(APPROVAL, "says no approval is needed", ("NO_NEED", "STRONG_APPROVAL"), window=40),
+    _Combo(SECRETS, "asks to put a secret where others read it", ("PLACE_VERB", "STRONG_SECRET", "PUBLIC_PLACE"),
+           window=70, negatable="PLACE_VERB"),
+    _Combo(SECRETS, "asks to reveal keys, passwords or the system prompt", ("REVEAL", "SECRET"), window=45,
+           negatable="REVEAL"),
+    _Combo(SECRETS, "asks to send keys or passwords to an outside address", ("SEND", "SECRET", "DEST"), window=90,
+           negatable="SEND"),
+    _Combo(SECRETS, "asks to send keys or passwords to an outside address", ("SEND", "SECRET"), window=60,
+           negatable="SEND", raw=re.compile(r"[\w.+-]+@[\w-]+\.[\w.]+|https?://|\bwww\.")),
+)
+
+# An authority and a notice word before a colon or dash at the start of a line: "SYSTEM NOTICE —",
+# "ADMIN OVERRIDE:", "Operator message:", "THÔNG BÁO HỆ THỐNG:", "系统通知：".
+_HEADER = re.compile(r"(?:^|\n|[.!?。！？]\s*)[ \t>*#_\[(=/;-]*([^\n:：—–\]*=#]{2,48}?)[ \t_)]*"
+                     r"(?::|：|—|–|--| - |\*{2,}|={2,}|#{2,}|\]|\n)")
+
+
+def _impersonated(text: str) -> bool:
+    """A header that claims authority: an authority and a notice word ("ADMIN OVERRIDE:"), or a bare
+    authority followed by words to the model ("System: from now on you ..."; "System: macOS 14" is a fact)."""
+    for m in _HEADER.finditer(text):
+        head = " " + _words(_folded(m.group(1))) + " "
+        if not _group("AUTHORITY").search(head):
+            continue
+        if _group("NOTICE").search(head):
+            return True
+        bare = len(_group("AUTHORITY").sub(" ", head).split()) <= 1
+        body = _words(_unleet(_folded(text[m.end():m.end() + 100])))
+        if bare and any(_group(g).search(body) for g in ("ADDRESS", "INSTR", "DROP", "VOID")):
+            return True
+    return False
+
+
+_COMMENT = re.compile(r"<!--(.*?)(?:-->|$)", re.S)
+_MD_COMMENT = re.compile(r"^\s*\[(?://|comment|_|#|hidden|note)\]:\s*(?:#|<>|\S+)\s*[(\"']", re.M | re.I)
+_DETAILS = re.compile(r"<details\b[^>]*>(.*?)</details\s*>", re.S | re.I)
+_INVISIBLE_STYLE = re.compile(r"style\s*=\s*[\"'][^\"']*(?:display\s*:\s*none|visibility\s*:\s*hidden|font-size\s*:"
+                              r"\s*0|opacity\s*:\s*0(?:\.0+)?\s*[;\"'])|<[a-z]+\s[^>]*\bhidden\b[^>]*>", re.I)
+_CODE_SPAN = re.compile(r"`[^`\n]*`")
+_HEX = re.compile(r"(?<![0-9A-Fa-f])(?:[0-9A-Fa-f]{2}){16,}(?![0-9A-Fa-f])")
+_BASE64 = re.compile(r"(?<![A-Za-z0-9+/=_-])[A-Za-z0-9+/_-]{20,}={0,2}(?![A-Za-z0-9+/=_-])")
+
+
+def _hidden_content(text: str, depth: int) -> str | None:
+    plain = _CODE_SPAN.sub(" ", text)  # `<!-- -->` written as code is talk about markup
+    if any(len(re.findall(r"\w{2,}", m.group(1))) >= 3 for m in _COMMENT.finditer(plain)):
+        return "an HTML comment, invisible once rendered"
+    if _MD_COMMENT.search(plain):
+        return "a Markdown comment link, invisible once rendered"
+    for m in _DETAILS.finditer(plain):
+        inner = re.sub(r"<summary\b.*?</summary\s*>", " ", m.group(1), flags=re.S | re.I)
+        if len(re.findall(r"\w{2,}", inner)) >= 3:
+            return "text folded away in a <details> block"
+    if _INVISIBLE_STYLE.search(plain):
+        return "text styled to be invisible"
+    if depth < 2:
+        for m in _BASE64.finditer(text):
+            decoded = _decode(m.group())
+            if decoded and scan(decoded, depth + 1):
+                return "base64 that decodes to text the scanner refuses"
+        for m in _HEX.finditer(text):
+            decoded = _printable(bytes.fromhex(m.group()))
+            if decoded and scan(decoded, depth + 1):
+                return "hex that decodes to text the scanner refuses"
+    return None
+
+
+def _decode(token: str) -> str | None:
+    try:
+        raw = base64.b64decode(token + "=" * (-len(token) % 4), altchars=b"-_" if "-" in token or "_" in token
+                               else None, validate=True)
+    except (binascii.Error, ValueError):
+        return None
+    return _printable(raw)
+
+
+def _printable(raw: bytes) -> str | None:
+    """Decoded bytes as text when they read as text (a hash or an image's bytes do not)."""
+    try:
+        text = raw.decode("utf-8")
+    except ValueError:
+        return None
+    printable = sum(c.isprintable() or c in "\n\t" for c in text)
+    return text if text and printable / len(text) > 0.9 and re.search(r"[^\W\d_]{3}", text) else None
+
+
+class _Header:
+    kind, reason = ROLE, "an impersonated system, admin or operator header"
+
+    @staticmethod
+    def hit(views: _Views) -> bool:
+        return _impersonated(views.raw)
+
+
+_CLASSES = (*_CLASSES, _Header())

@@ -67,6 +67,7 @@ class Config(Struct, kw_only=True):
     path: Path
     sources: dict[str, Source]
     models: dict[str, Override] = {}
+    sandbox: dict = {}  # the [sandbox] table as written; tools/jail.py's Settings reads it
 
     @property
     def shown_path(self) -> str:
@@ -135,10 +136,10 @@ def load_config(env: Mapping[str, str] | None = None) -> Config:
     env = os.environ if env is None else env
     path, raw = config_file(env)
     where = str(path)
-    unknown = set(raw) - {"providers", "endpoints", "models", "mcp_servers"}
+    unknown = set(raw) - {"providers", "endpoints", "models", "mcp_servers", "sandbox"}
     if unknown:
         raise InputError(f"{where}: unknown table [{sorted(unknown)[0]}]; the file has [providers.NAME], "
-                         "[endpoints.NAME], [models.\"PROVIDER/MODEL\"] and [mcp_servers.NAME]")
+                         "[endpoints.NAME], [models.\"PROVIDER/MODEL\"], [mcp_servers.NAME] and [sandbox]")
     providers = _table(raw, "providers", where)
     endpoints = _table(raw, "endpoints", where)
     models = _table(raw, "models", where)
@@ -167,7 +168,10 @@ def load_config(env: Mapping[str, str] | None = None) -> Config:
         sources[name] = Source(name=name, kind=table.kind, candidates=candidates, headers=table.headers,
                                missing=missing)
     overrides = {key: _convert(value, Override, f'models."{key}"', where) for key, value in models.items()}
-    return Config(path=path, sources=sources, models=overrides)
+    sandbox = raw.get("sandbox", {})
+    if not isinstance(sandbox, dict):
+        raise InputError(f"{where}: [sandbox] must be a table (network = \"ask\", writable = [...], enabled = true)")
+    return Config(path=path, sources=sources, models=overrides, sandbox=sandbox)
 
 
 def config_file(env: Mapping[str, str]) -> tuple[Path, dict[str, Any]]:

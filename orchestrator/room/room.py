@@ -24,6 +24,7 @@ from orchestrator.engine.partition import Partition
 from orchestrator.engine.runner import CANCELLED, Agent, run_turn
 from orchestrator.providers.base import Provider
 from orchestrator.providers.catalog import ModelInfo
+from orchestrator.providers.config import load_config
 from orchestrator.memory.knowledge import KnowledgeBase, SqliteKnowledgeBase
 from orchestrator.memory.notes import Memory
 from orchestrator.mcplink.config import grant_problem, is_grant
@@ -43,6 +44,7 @@ from orchestrator.store.usage import UsageLog, UsageRow
 from orchestrator.team.schema import AgentDef, Team
 from orchestrator.tools.base import Registry
 from orchestrator.tools.builtin import BUILTIN, ROOM_TOOLS, tool_names
+from orchestrator.tools.jail import Settings, SettingsError
 from orchestrator.tools.kb_tool import kb_tool
 from orchestrator.tools.memory_tool import memory_tool
 from orchestrator.tools.session import Answer, ToolSession
@@ -86,7 +88,9 @@ class Room:
         self._halting: str | None = None
         self._after_halt: list[str] = []  # members woken while a limit stop unwinds
         self.meter = self._new_meter()
-        self.tool_session = ToolSession(workspace, ask=self.questions.ask, spawn=self.spawn_job)
+        room_sandbox, agent_sandbox = _sandboxes(team, workspace)
+        self.tool_session = ToolSession(workspace, ask=self.questions.ask, spawn=self.spawn_job,
+                                        sandbox=room_sandbox, agent_sandbox=agent_sandbox)
         self.memory = Memory(store)
         self.knowledge: KnowledgeBase | None = None  # opened with the room
         self.models: Catalog | None = None  # real windows and compaction points by model string
@@ -567,3 +571,19 @@ def _explain(exc: ProviderError) -> str:
     retried = "retried until the attempts ran out" if exc.retryable else "not retried"
     hint = " Check the API key and the account." if exc.account else ""
     return f"{where}the model call failed ({exc.kind}, {retried}): {str(exc).rstrip('.')}.{hint}"
+
+
+def _sandboxes(team: Team, workspace: Path) -> tuple[Settings, dict[str, Settings]]:
+    """The shell sandbox of the room (config.toml's [sandbox], then the team's) and of agents with their own."""
+    config = load_config()
+    try:
+        room = Settings.parse(config.sandbox, base=workspace)
+    except SettingsError as exc:
+        raise InputError(f"{config.path}: [sandbox]: {exc}") from None
+    try:
+        room = room.over(team.sandbox, base=workspace)
+        agents = {a.name or COMMANDER: room.over(a.sandbox, base=workspace)
+                  for a in (team.commander, *team.agents) if a.sandbox is not None}
+    except SettingsError as exc:
+        raise InputError(f"team: {exc}") from None
+    return room, agents

@@ -107,6 +107,8 @@ def checked_team(doc: Document, at: Parts, team: Team, base: Path, default_model
         if server.cwd and not Path(server.cwd).expanduser().is_absolute() and "${" not in server.cwd:
             server = msgspec.structs.replace(server, cwd=str((base / server.cwd).resolve()))
         servers[name] = server
+    _check_sandbox(doc, at + ("commander",), commander.sandbox)
+    _check_sandbox(doc, at, team.sandbox)
     agents: list[AgentDef] = []
     first: dict[str, Parts] = {}
     for i, entry in enumerate(team.agents):
@@ -121,6 +123,7 @@ def checked_team(doc: Document, at: Parts, team: Team, base: Path, default_model
                                      f"(also on line {doc.line(first[agent.name])})")
         first[agent.name] = name_at
         _check_tools(doc, where, agent)
+        _check_sandbox(doc, where, agent.sandbox)
         agents.append(msgspec.structs.replace(agent, model=agent.model or default_model))
     return msgspec.structs.replace(team, commander=commander, agents=agents, mcp_servers=servers)
 
@@ -139,6 +142,16 @@ def _check_tools(doc: Document, where: Parts, agent: AgentDef) -> None:
         if problem:
             at = where + ("tools", j) if "tools" in doc.keys(where) else where
             raise doc.error(at, problem)
+
+
+def _check_sandbox(doc: Document, where: Parts, raw: object) -> None:
+    from orchestrator.tools.jail import Settings, SettingsError
+
+    try:
+        Settings.parse(raw)
+    except SettingsError as exc:
+        at = where + ("sandbox",) if "sandbox" in doc.keys(where) else where
+        raise doc.error(at, str(exc)) from None
 
 
 def load_team(path: str | Path) -> Team:

@@ -5,7 +5,7 @@ Scenario files, team files and agents/*.md all decode into these Structs; the ro
 from __future__ import annotations
 
 import re
-from typing import Annotated
+from typing import Annotated, Any
 
 from msgspec import Meta, Struct, field
 
@@ -61,6 +61,8 @@ class AgentDef(Strict):
     compact_at: Annotated[float, Meta(gt=0, le=1)] | None = None
     # Our extension: extended thinking on this agent's model; overrides the model's configuration.
     thinking: Thinking | None = None
+    # Our extension: this agent's shell sandbox, on top of the team's (tools/jail.py Settings.parse).
+    sandbox: bool | str | dict[str, Any] | None = None
     # An agent definition file whose fields this entry overrides. After loading it holds the resolved path.
     from_: str | None = field(default=None, name="from")
 
@@ -81,3 +83,5 @@ class Team(Strict):
     limits: Limits = field(default_factory=Limits)
     # Our extension: MCP servers whose tools agents are granted as `mcp:NAME` or `mcp:NAME/TOOL`.
     mcp_servers: dict[str, ServerConfig] = {}
+    # Our extension: the shell sandbox for the whole team, on top of config.toml's [sandbox].
+    sandbox: bool | str | dict[str, Any] | None = None

@@ -217,7 +217,7 @@ def _occurrences(text: str, old: str) -> list[int]:
 
 def _edit(session: ToolSession, raw: str, path: Path, old: str, new: str,
           seen: ReadState | None) -> tuple[ReadState, int, int]:
-    with open_checked(session, raw, "file") as f:
+    with open_checked(session, raw, "edit") as f:
         _same_target(raw, f, path)
         data, current = _current(raw, f)
         _check_fresh(raw, seen, current)

@@ -5,7 +5,7 @@ from __future__ import annotations
 import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Callable
+from typing import Callable, Sequence
 
 import trio
 
@@ -86,7 +86,7 @@ class JobTable:
         self._jobs: dict[str, Job] = {}
         self._folder: Path | None = None  # made on first use, under the system temp dir
 
-    async def start(self, command: str, *, cwd: Path, timeout: float) -> Job:
+    async def start(self, command: str | Sequence[str], *, cwd: Path, timeout: float) -> Job:
         if self._spawn is None:
             raise ToolError("background jobs need a room; run the command without background")
         if self._folder is None:
@@ -112,7 +112,7 @@ class JobTable:
             await job.done.wait()
         return job
 
-    async def _run(self, job: Job, command: str, cwd: Path) -> None:
+    async def _run(self, job: Job, command: str | Sequence[str], cwd: Path) -> None:
         try:
             with job.scope:
                 job.result = await run_command(command, cwd=cwd, timeout=job.timeout, sink=job.output.write,

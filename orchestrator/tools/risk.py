@@ -1,10 +1,15 @@
-"""Reading a shell command before it runs (E17): the blocklist of commands refused outright, and
-the risk classifier that turns a dangerous command into a question for the user; nothing is executed."""
+"""Reading a shell command before it runs (E17): the blocklist of commands refused outright, the risk
+classifier that turns a dangerous command into a question, and whether it wants the network; nothing runs.
+
+The classifier is the asking layer in front of the OS sandbox (tools/jail.py), which holds what it
+misses. Text it cannot see into (eval, a computed command name, code piped into a shell or handed to an
+interpreter) is *opaque*: contained, it runs; with the network or without the sandbox, it asks."""
 from __future__ import annotations
 
 import posixpath
 import re
 import shlex
+from collections import Counter
 from dataclasses import dataclass, field
 from functools import lru_cache
 
@@ -14,15 +19,27 @@ DISK = "disk"
 PRIVILEGE = "privilege"
 CREDENTIALS = "credentials"
 BOMB = "resource-bomb"
+REMOTE_CODE = "remote-code"
+PERSISTENCE = "persistence"
+INFRASTRUCTURE = "infrastructure"
+SUPPLY_CHAIN = "package-source"
+OPAQUE = "opaque"
+UNSANDBOXED = "unsandboxed"
 
 # Most serious first: the order the user is asked in when one command carries several risks.
 LABELS = {
     BOMB: "fork or resource bomb",
     DISK: "disk and filesystem tools",
+    REMOTE_CODE: "runs code fetched from the network",
     EXFILTRATION: "data exfiltration",
     PRIVILEGE: "privilege escalation",
     CREDENTIALS: "credentials and system paths",
+    PERSISTENCE: "startup files, hooks and scheduled jobs",
+    INFRASTRUCTURE: "containers, clusters and cloud resources",
     DESTRUCTIVE: "destructive deletion",
+    SUPPLY_CHAIN: "installs from an unusual package source",
+    OPAQUE: "code the classifier cannot read",
+    UNSANDBOXED: "runs without the sandbox",
 }
 
 
@@ -40,6 +57,7 @@ class Risk:
 class Verdict:
     blocked: str | None  # why the command is never run, or None
     risks: tuple[Risk, ...]  # at most one per category, most serious first
+    network: bool = False  # it uses the network (a client, a package manager, a URL)
 
 
 def classify(command: str) -> Risk | None:
@@ -59,7 +77,7 @@ def assess(command: str) -> Verdict:
     found: dict[str, str] = {}
     for category, reason in _risks(script):
         found.setdefault(category, reason)
-    return Verdict(_blocked(script), tuple(Risk(c, found[c]) for c in LABELS if c in found))
+    return Verdict(_blocked(script), tuple(Risk(c, found[c]) for c in LABELS if c in found), _wants_network(script))
 
 
 # --- reading the text -----------------------------------------------------------------------
@@ -378,6 +396,16 @@ _SECRETS = re.compile(
     r"|/etc/(shadow|gshadow|sudoers|passwd|master\.passwd)\b"
     r"|/proc/[^/\s]+/(environ|mem)\b"
     r"|Library/Keychains|\.kdbx\b"
+    r"|(?<![\w-])\.(npmrc|yarnrc(\.yml)?|vault-token|terraformrc|s3cfg|boto|bash_history|zsh_history|"
+    r"python_history|psql_history|mysql_history|node_repl_history|lesshst|histfile|oci|mozilla|thunderbird"
+    r"|config/(gh|hub|glab-cli|doctl|rclone|op|1password|google-chrome|chromium|BraveSoftware|"
+    r"microsoft-edge|vivaldi|opera|heroku|netlify|vercel|configstore|git/credentials|sops|age)"
+    r"|cargo/credentials|gem/credentials|composer/auth\.json|gradle/gradle\.properties|m2/settings\.xml"
+    r"|terraform\.d/credentials|huggingface|cache/huggingface|local/share/keyrings|kaggle|wrangler|fly"
+    r"|databrickscfg|pulumi/credentials|snowsql|dbt/profiles|sentryclirc|circleci|travis|"
+    r"docker/config\.json|password-store)(?![\w-])"
+    r"|\bterraform\.rc\b|\bcredentials\.tfrc\.json\b|\bLogin Data\b|\bCookies\b|key4\.db|logins\.json"
+    r"|Library/Application Support/(Google/Chrome|Firefox|BraveSoftware)|AppData/(Local|Roaming)/"
     r"|(?<![\w.-])\.env(?!\.(example|sample|template|dist)\b)(\.[\w-]+)?(?![\w./-])")
 _LOCAL_URL = re.compile(
     r"^([a-z][a-z0-9+.-]*://)?([^@/\s]*@)?(localhost|127(\.\d+){3}|0\.0\.0\.0|\[::1\]|::1)(:\d+)?([/?#]|$)", re.I)
@@ -498,13 +526,30 @@ def _risks(script: _Script):
     progs = {c.prog for c in script.cmds}
     if progs & _ENCODERS and progs & _NETWORK:
         yield EXFILTRATION, "encodes data and uses the network"
+    spared, used = _only_written_or_locked(script), Counter(script.words)
     for word in script.words:
         if "/dev/tcp/" in word or "/dev/udp/" in word:
             yield EXFILTRATION, "opens a raw network connection"
-        if _SECRETS.search(word):  # inline interpreter code is a word too
-            yield CREDENTIALS, "touches a credential or secrets file"
+        if _SECRETS.search(word) and not 0 < used[word] <= spared[word]:
+            yield CREDENTIALS, "touches a credential or secrets file"  # inline interpreter code is a word too
     for cmd in script.cmds:
         yield from _cmd_risks(cmd)
+    yield from _families(script)
+    yield from _opaque(script)
+
+
+def _only_written_or_locked(script: _Script) -> Counter:
+    """Words that only name a file being created or locked down (`cp .env.example .env`, `chmod 600
+    .env`): nothing is read out of it. A word used any other way still counts."""
+    spared: Counter = Counter()
+    for cmd in script.cmds:
+        _, pos = _parse(cmd.args)
+        spared.update(cmd.writes())
+        if cmd.prog in ("cp", "install", "touch") and pos:
+            spared.update(pos[-1:] if cmd.prog != "touch" else pos)
+        elif cmd.prog == "chmod" and pos and re.match(r"^0?[0-7]00$|^(go|og|o|g|a)[-=]r?w?x?$", pos[0]):
+            spared.update(pos[1:])
+    return spared
 
 
 def _fork_bomb_found(script: _Script) -> bool:
@@ -571,7 +616,8 @@ def _exfiltration(cmd: Cmd, prog: str, args: list[str]):
             return risk, "uploads through a file-transfer client"
     elif prog in ("mail", "mailx", "sendmail", "mutt"):
         return risk, "sends mail"
-    elif prog in ("dig", "nslookup", "host", "drill") and any(_SUB in a or "`" in a for a in args):
+    elif prog in ("dig", "nslookup", "host", "drill", "ping", "ping6", "traceroute", "whois") and any(
+            _SUB in a or "`" in a or "$" in a for a in args):
         return risk, "puts command output into a DNS lookup"
     elif prog == "git":
         sub, rest = _git_sub(args)
@@ -710,3 +756,443 @@ def _bomb(cmd: Cmd, prog: str, args: list[str]):
         if any(o in ("-l", "--length", "-s", "--size") and _size(v or "") >= 2 ** 30 for o, v in opts):
             return risk, "allocates a huge file"
     return None
+
+
+# --- what the text hides: opaque code -------------------------------------------------------
+# A command name computed at run time, eval, a shell or interpreter reading code from a pipe, a
+# here-string or a substitution, and interpreter one-liners that do more than compute and print.
+
+_RUNNERS = _SHELLS | {"source", "."}
+_DOWNLOADERS = {"curl", "wget", "fetch", "aria2c", "http", "https", "xh", "lwp-request", "GET"}
+
+
+def _opaque(script: _Script):
+    for cmd in script.cmds:
+        name = cmd.argv[0] if cmd.argv else ""
+        if name and ("$" in name or _SUB in name or "`" in name):
+            yield OPAQUE, "the command's name is computed when it runs"
+        prog, args = cmd.prog, cmd.args
+        if prog == "eval":
+            yield OPAQUE, "eval runs text built at run time"
+        elif prog == "alias" and any("=" in a for a in args):
+            yield OPAQUE, "alias gives a command another meaning"
+        elif prog in _RUNNERS:
+            body = _shell_script(args) if prog in _SHELLS else None
+            files = [a for a in args if not a.startswith(("-", "+"))]
+            if body is not None and ("$" in body or _SUB in body or "`" in body or (
+                    set(cmd.wrappers) & {"xargs", "find", "parallel"} and "{}" in body)):
+                yield OPAQUE, "a shell runs a script built at run time"
+            elif body is None and (any(_SUB in a for a in files) or (cmd.fed and not files)
+                                   or any(f in ("/dev/stdin", "-", "/proc/self/fd/0") for f in files)):
+                yield OPAQUE, "a shell runs code from a pipe, a here-string or a substitution"
+        elif _INTERPRETERS.match(prog) or prog in ("awk", "gawk", "mawk", "nawk", "busybox", "expect",
+                                                   "tclsh", "osascript", "deno", "bun", "pwsh", "powershell"):
+            opts, pos = _parse(args, "ceEmWXrfpI" if prog not in ("awk", "gawk", "mawk", "nawk") else "fvF",
+                               frozenset({"--eval", "--print", "--command"}))
+            code = [v for o, v in opts if o in _CODE_OPTIONS.get(_family_of(prog), ("-c", "-e")) and v]
+            if prog in ("deno", "bun") and pos[:1] in (["eval"], ["-e"]):
+                code = pos[1:2] or [""]
+            if prog in ("awk", "gawk", "mawk", "nawk"):
+                code = pos[:1] if not any(o == "-f" for o, _ in opts) else []
+                if code and not re.search(r"\bsystem\s*\(|\|\s*getline|print[^;}]*\|\s*\"|>\s*\"", code[0]):
+                    continue
+            if code and not all(_harmless_code(prog, c) for c in code):
+                yield OPAQUE, f"{prog} runs inline code that does more than compute and print"
+            elif not code and (
+                    (cmd.fed and not pos) or any(p in ("-", "/dev/stdin") or _SUB in p for p in pos[:1])):
+                yield OPAQUE, f"{prog} runs code from a pipe, a here-string or a substitution"
+            elif any(v in ("http.server", "SimpleHTTPServer", "pyftpdlib", "uploadserver")
+                     for o, v in opts if o == "-m") and not re.search(r"(?:-b|--bind)[= ](127\.|localhost|::1)",
+                                                                       " ".join(args)):
+                yield EXFILTRATION, "serves the workspace's files to the network"
+
+
+_CODE_OPTIONS = {"python": ("-c",), "node": ("-e", "-p", "--eval", "--print"), "perl": ("-e", "-E"),
+                 "ruby": ("-e",), "php": ("-r",), "pwsh": ("-c", "--command", "-Command")}
+
+
+def _family_of(prog: str) -> str:
+    for family in ("python", "pypy", "node", "perl", "ruby", "php", "pwsh", "powershell"):
+        if prog.startswith(family):
+            return {"pypy": "python", "powershell": "pwsh"}.get(family, family)
+    return prog
+
+
+_PY_SAFE_MODULES = {"sys", "json", "math", "platform", "datetime", "time", "re", "string", "random", "statistics",
+                    "itertools", "functools", "collections", "decimal", "fractions", "textwrap", "uuid", "hashlib",
+                    "calendar", "pprint", "unicodedata", "keyword", "operator", "base64", "binascii", "zlib",
+                    "struct", "secrets", "sysconfig", "locale", "enum", "dataclasses", "typing", "copy", "heapq",
+                    "bisect", "array", "difflib", "html", "colorsys", "ipaddress", "shlex", "this"}
+_PY_SAFE_NAMES = {"print", "len", "range", "str", "int", "float", "sum", "min", "max", "sorted", "list", "dict", "set",
+                  "tuple", "enumerate", "zip", "abs", "round", "repr", "format", "bool", "isinstance", "hex", "oct",
+                  "bin", "ord", "chr", "any", "all", "map", "filter", "reversed", "divmod", "pow", "hash", "type",
+                  "bytes", "bytearray", "frozenset", "iter", "next", "slice", "complex", "ascii", "callable",
+                  "True", "False", "None", "Exception", "ValueError", "KeyError", "TypeError", "SystemExit",
+                  "StopIteration", "NotImplemented", "Ellipsis", "id"}
+_PY_VERSION_ATTRS = {"__version__", "version", "__file__", "VERSION", "version_info", "__name__"}
+_PY_BAD_ATTRS = {"modules", "exec_module", "load_module", "import_module", "settrace",
+                 "setprofile", "_getframe", "call_tracing", "addaudithook", "breakpointhook", "setrecursionlimit",
+                 "exit"}
+
+
+def _harmless_code(prog: str, code: str) -> bool:
+    """Inline code we can read all of and that only computes and prints (python -c "print(1+1)")."""
+    if prog.startswith(("python", "pypy")):
+        return _harmless_python(code)
+    if prog in ("node", "nodejs", "deno", "bun"):
+        return _harmless_words(code, _JS_SAFE, r"//.*|/\*.*?\*/")
+    if prog == "perl":
+        # s/// and tr/// without the e flag are text, not code: perl -pi -e 's/a/b/g' file
+        code = re.sub(r"\b(?:s|tr|y)([/|#!,{])(?:\\.|(?!\1).)*\1(?:\\.|(?!\1).)*\1([a-df-z]*)(?![e\w])", " ", code)
+        code = re.sub(r"\bm?/(?:\\.|[^/\\])*/[a-z]*", " ", code)
+        return _harmless_words(code, _PERL_SAFE, r"#.*")
+    if prog == "ruby":
+        return _harmless_words(code, _RUBY_SAFE, r"#.*")
+    return _harmless_words(code, {"print", "echo", "puts", "PHP_VERSION", "phpversion", "cat"}, r"#.*")
+
+
+def _harmless_python(code: str) -> bool:
+    import ast
+    try:
+        tree = ast.parse(code)
+    except (SyntaxError, ValueError, RecursionError):
+        return False
+    defined = {n.id for n in ast.walk(tree) if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Store)}
+    defined |= {n.name for n in ast.walk(tree) if isinstance(n, (ast.FunctionDef, ast.ClassDef))}
+    defined |= {a.arg for n in ast.walk(tree) if isinstance(n, ast.arguments) for a in n.args}
+    versioned: set[str] = set()
+    for node in ast.walk(tree):
+        if isinstance(node, (ast.Import, ast.ImportFrom)):
+            module = (node.module or "") if isinstance(node, ast.ImportFrom) else ""
+            for alias in node.names:
+                top = (module or alias.name).split(".")[0]
+                bound = alias.asname or alias.name.split(".")[0]
+                if top in _PY_SAFE_MODULES:
+                    defined.add(bound)
+                elif isinstance(node, ast.Import):
+                    versioned.add(bound)  # only its version may be read
+                else:
+                    return False
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Attribute):
+            if node.attr.startswith("_") and node.attr not in _PY_VERSION_ATTRS or node.attr in _PY_BAD_ATTRS:
+                return False
+            if isinstance(node.value, ast.Name) and node.value.id in versioned and node.attr not in _PY_VERSION_ATTRS:
+                return False
+        elif isinstance(node, ast.Name) and isinstance(node.ctx, ast.Load):
+            if node.id not in _PY_SAFE_NAMES and node.id not in defined and node.id not in versioned:
+                return False
+        elif isinstance(node, (ast.Global, ast.Nonlocal, ast.Await, ast.AsyncFunctionDef)):
+            return False
+    return True
+
+
+_JS_SAFE = {"console", "log", "error", "info", "warn", "process", "version", "versions", "platform", "arch",
+            "argv", "JSON", "stringify", "parse", "Math", "max", "min", "floor", "ceil", "round", "random", "abs",
+            "Date", "now", "toISOString", "String", "Number", "parseInt", "parseFloat", "Array", "from", "map",
+            "filter", "reduce", "join", "split", "length", "let", "const", "var", "new", "return", "for", "of",
+            "in", "if", "else", "true", "false", "null", "undefined", "typeof", "keys", "values", "entries",
+            "Object", "toString", "toFixed", "push", "slice", "sort", "trim", "replace", "toUpperCase",
+            "toLowerCase", "includes", "startsWith", "endsWith", "node", "v8", "uptime", "memoryUsage", "BigInt"}
+_PERL_SAFE = {"print", "say", "printf", "join", "split", "map", "grep", "sort", "length", "uc", "lc", "chomp",
+              "reverse", "sprintf", "if", "unless", "for", "foreach", "my", "while", "ARGV", "_", "STDIN", "n", "q",
+              "qq", "qw", "and", "or", "not", "eq", "ne", "lt", "gt", "le", "ge", "x", "int", "abs", "sqrt", "ucfirst",
+              "lcfirst", "next", "last", "V", "scalar", "keys", "values", "exists", "defined", "chop", "F", "NR"}
+_RUBY_SAFE = {"puts", "print", "p", "pp", "RUBY_VERSION", "RUBY_PLATFORM", "VERSION", "each", "map", "select",
+              "to_s", "to_i", "to_f", "to_a", "sum", "size", "length", "upcase", "downcase", "reverse", "join",
+              "split", "sort", "times", "do", "end", "if", "else", "elsif", "unless", "gets", "chomp", "STDIN",
+              "read", "lines", "ARGV", "first", "last", "inspect", "strip", "true", "false", "nil", "Time", "now",
+              "Integer", "Float", "String", "format", "round", "max", "min", "uniq", "count", "with_index"}
+
+
+def _harmless_words(code: str, safe: set[str], comments: str) -> bool:
+    code = re.sub(comments, " ", code)
+    text = re.sub(r"'(?:\\.|[^'\\])*'|\"(?:\\.|[^\"\\$`])*\"", " ", code)  # strings without interpolation
+    if re.search(r"[`]|\$\(|\$\{|#\{|\beval\b|\brequire\b|\bimport\b|\buse\b|\bopen\b", text):
+        return False
+    declared = set(re.findall(r"\b(?:let|const|var|my|function|def)\s+\$?([A-Za-z_]\w*)", text))
+    declared |= set(re.findall(r"\b([A-Za-z_]\w*)\s*=(?!=)", text))
+    for params in re.findall(r"\(([\w\s,]*)\)\s*=>|\b(\w+)\s*=>", text):
+        declared |= set(re.findall(r"\w+", " ".join(params)))
+    for word in re.findall(r"[A-Za-z_]\w*", text):
+        if word not in safe and word not in declared:
+            return False
+    return True
+
+
+# --- families: fetched code, persistence, infrastructure, package sources, git, processes --------
+
+_PKG = {"pip", "pip3", "uv", "pipx", "poetry", "pdm", "npm", "pnpm", "yarn", "bun", "cargo", "go", "gem", "bundle",
+        "composer", "apt", "apt-get", "dnf", "yum", "apk", "brew", "conda", "mamba", "mvn", "gradle", "dotnet",
+        "nuget", "npx", "pnpx", "bunx", "deno", "rustup", "nix", "nix-env", "snap", "flatpak", "helm"}
+_NET_PROGS = (_NETWORK | _DOWNLOADERS | _PKG | {"ping", "traceroute", "gh", "hub", "glab", "aws", "gcloud", "gsutil",
+              "az", "kubectl", "terraform", "tofu", "pulumi", "doctl", "oci", "rclone", "docker", "podman", "twine",
+              "aria2c", "git-lfs", "ngrok", "s3cmd", "heroku", "vercel", "netlify", "fly", "flyctl", "wrangler"})
+_GIT_NET = {"push", "pull", "fetch", "clone", "ls-remote", "submodule", "remote", "lfs"}
+_URL = re.compile(r"(?i)\b(?:https?|ftp|wss?|git|ssh|s3|gs)://")
+_STARTUP = re.compile(
+    r"(?:^|/)(?:\.bashrc|\.bash_profile|\.bash_login|\.bash_logout|\.profile|\.zshrc|\.zprofile|\.zshenv|\.zlogin|"
+    r"\.kshrc|\.cshrc|\.tcshrc|\.inputrc|\.xinitrc|\.xprofile|\.pam_environment|\.gitconfig|\.npmrc|\.pypirc|"
+    r"\.curlrc|\.wgetrc|\.vimrc|\.exrc|\.config/fish/|\.config/autostart/|\.config/systemd/|\.config/git/|"
+    r"\.local/share/systemd/|Library/LaunchAgents/|\.ssh/authorized_keys|\.ssh/config|\.ssh/rc|\.git/hooks/|"
+    r"\.git/config|\.husky/|/etc/profile|/etc/bash\.bashrc|/etc/cron|/etc/systemd/|/etc/init\.d/|/etc/rc\.local)")
+_HOMEISH = re.compile(r"^(~|\$\{?HOME\}?|/home/|/root(/|$)|/Users/)")
+_GIT_EXEC_KEYS = re.compile(
+    r"(?i)^(core\.(fsmonitor|hookspath|sshcommand|pager|editor|askpass|gitproxy|attributesfile|excludesfile)|"
+    r"alias\..*|filter\..*|diff\..*\.(textconv|command)|merge\..*\.driver|credential\..*|include\.path|"
+    r"includeif\..*|url\..*|http\..*proxy|sequence\.editor|gpg\.program|uploadpack\..*|receive\..*|"
+    r"remote\..*\.(url|pushurl|uploadpack|receivepack)|protocol\..*|init\.templatedir|sendemail\..*)$")
+_CLOUD = {"aws", "gcloud", "az", "gsutil", "doctl", "oci", "rclone", "s3cmd", "heroku", "vercel", "netlify",
+          "fly", "flyctl", "wrangler", "pulumi"}
+_CLOUD_MUTATE = re.compile(r"(?i)^(delete|remove|rm|rb|destroy|terminate|purge|drop|detach|revoke|deregister|"
+                           r"disable|stop|reset|wipe|nuke|cleanup|prune|dedupe|uninstall|undeploy|down|sync|mv|"
+                           r"move|put|update|create|modify|set|attach|run|deploy|up|apply|import|restore|"
+                           r"invoke|start|reboot|scale|replace|copy|cp|upload|publish|release|promote)(?:[-_].*)?$")
+_CLOUD_SECRETS = re.compile(r"(?i)(print-access-token|print-identity-token|get-access-token|get-secret-value|"
+                            r"get-session-token|export-credentials|get-login-password|get-authorization-token|"
+                            r"access-secret|secret show|secrets versions access|get-parameters?$|configure get|"
+                            r"configure export|keys list|credentials|auth token)")
+_KUBE_MUTATE = {"delete", "drain", "cordon", "uncordon", "taint", "scale", "apply", "replace", "patch", "edit",
+                "create", "set", "rollout", "label", "annotate", "exec", "cp", "run", "expose", "autoscale",
+                "debug", "certificate"}
+_PUBLISH = {("npm", "publish"), ("pnpm", "publish"), ("yarn", "publish"), ("cargo", "publish"), ("gem", "push"),
+            ("twine", "upload"), ("poetry", "publish"), ("uv", "publish"), ("docker", "push"), ("podman", "push"),
+            ("gh", "gist"), ("gh", "release"), ("dotnet", "nuget"), ("nuget", "push"), ("flit", "publish"),
+            ("hatch", "publish"), ("vsce", "publish"), ("gh", "repo")}
+
+
+def _wants_network(script: _Script) -> bool:
+    for cmd in script.cmds:
+        prog, args = cmd.prog, cmd.args
+        if prog == "git":
+            if _git_sub(args)[0] in _GIT_NET:
+                return True
+        elif prog in ("docker", "podman"):
+            if set(args) & {"pull", "push", "login", "build", "run", "search", "buildx", "compose"}:
+                return True
+        elif prog in _NET_PROGS and not (prog in _PKG and set(args) & {"--offline", "--no-index", "list", "show",
+                                                                        "freeze", "--version", "-V", "test", "run"}):
+            return True
+    return any(_URL.search(w) for w in script.words) or any("/dev/tcp/" in w or "/dev/udp/" in w
+                                                           for w in script.words)
+
+
+def _families(script: _Script):
+    progs = {c.prog for c in script.cmds}
+    fetches = bool(progs & _DOWNLOADERS) or any(
+        c.prog == "git" and _git_sub(c.args)[0] in ("clone", "pull", "fetch") for c in script.cmds)
+    for cmd in script.cmds:
+        if fetches and cmd.prog in _RUNNERS | {"python", "python3", "perl", "ruby", "node", "php", "sudo"} and (
+                cmd.fed or any(_SUB in a for a in cmd.args)):
+            yield REMOTE_CODE, "downloads code and runs it"
+    if fetches and any(c.prog in ("chmod", "bash", "sh", "source", ".", "python", "python3") or c.prog.startswith("./")
+                       for c in script.cmds) and any(c.prog in _DOWNLOADERS and set(c.args) & {"-o", "-O", "--output"}
+                                                     or c.prog == "wget" for c in script.cmds):
+        yield REMOTE_CODE, "downloads a file and runs it"
+    if progs & {"env", "printenv", "set", "export", "declare"} and progs & (_NETWORK | _DOWNLOADERS) and any(
+            c.prog in ("env", "printenv", "set", "export", "declare") and not c.args and c.fed is False
+            for c in script.cmds):
+        yield EXFILTRATION, "sends the environment over the network"
+    remotes_added = any(c.prog == "git" and _git_sub(c.args)[0] == "remote" and set(_git_sub(c.args)[1][:1])
+                        & {"add", "set-url"} for c in script.cmds)
+    for cmd in script.cmds:
+        yield from _family_cmd(cmd, cmd.prog, cmd.args, remotes_added)
+
+
+def _family_cmd(cmd: Cmd, prog: str, args: list[str], remotes_added: bool):
+    opts, pos = _parse(args)
+    flags = {o for o, _ in opts}
+    targets = cmd.writes()
+    if prog in ("tee", "touch", "truncate", "mkdir") or (
+            prog == "sed" and any(a.startswith(("-i", "--in-place")) for a in args)):
+        targets += pos
+    elif prog in ("cp", "mv", "rsync", "ln", "install", "scp") and len(pos) >= 2:
+        targets.append(pos[-1])
+    elif prog == "dd":
+        targets += [a[3:] for a in args if a.startswith("of=")]
+    for t in targets:
+        if t in ("/dev/null", "/dev/stdout", "/dev/stderr") or t.startswith("/dev/fd/"):
+            continue
+        if _STARTUP.search(t):
+            yield PERSISTENCE, "writes a shell startup file, git hook or config, or a scheduled job"
+        elif _HOMEISH.match(t) or ".." in t.split("/") or (t.startswith("/") and not t.startswith("/tmp/")):
+            yield DESTRUCTIVE, "writes outside the workspace"
+    if prog == "mv" and any(_HOMEISH.match(p) or p.startswith("/") and not p.startswith("/tmp/")
+                            or ".." in p.split("/") for p in pos[:-1]):
+        yield DESTRUCTIVE, "moves files from outside the workspace"
+    if prog == "mv" and pos[-1:] == ["/dev/null"]:
+        yield DESTRUCTIVE, "moves files into /dev/null"
+    if prog in ("rm", "unlink", "rmdir", "shred") and any(".." in p.split("/") or p.startswith("$") for p in pos):
+        yield DESTRUCTIVE, "deletes files outside the workspace or named by a variable"
+    if prog == "rsync" and any(o.startswith(("--delete", "--remove-source-files")) or o == "--del" for o in flags):
+        yield DESTRUCTIVE, "rsync deletes files at the destination"
+    if prog in ("chmod", "chown", "chgrp") and flags & {"-R", "--recursive"}:
+        mode = pos[0] if pos else ""
+        if prog != "chmod" or re.match(r"^0?[0-7]?[0-7][0-7][2367]$|.*[ao][+=][rwx]*w", mode) or any(
+                not _inside(p) for p in pos[1:]):
+            yield PRIVILEGE, "changes permissions or owners of a whole tree"
+    if prog == "chmod" and pos and re.match(r"^0?[0-7]?[0-7][0-7][2367]$|^(a|o|ugo)?\+[rwx]*w", pos[0]) and any(
+            not _inside(p) for p in pos[1:]):
+        yield PRIVILEGE, "makes files outside the workspace writable by everyone"
+    if prog == "crontab" and flags & {"-r", "-ir", "-ri"} | {"-r"} and any("r" in o for o in flags):
+        yield DESTRUCTIVE, "removes every scheduled job"
+    if prog in ("at", "batch", "launchctl", "schtasks") or (
+            prog == "systemctl" and set(args) & {"enable", "link", "edit", "set-property", "preset", "mask",
+                                                 "disable", "stop", "kill", "isolate", "daemon-reload"}):
+        yield PERSISTENCE, "changes services or scheduled jobs"
+    if prog in ("pkill", "killall", "skill", "slay") and (
+            flags & {"-u", "-U", "-G", "-g", "-s", "-P", "--uid", "--euid", "--user", "--group", "--session"}
+            or any(p in (".", ".*", "-1", "1") for p in pos) or not pos):
+        yield DESTRUCTIVE, "kills processes by user, group or everything"
+    if prog == "kill" and any(p in ("1", "0") for p in pos):
+        yield DESTRUCTIVE, "kills init or the whole process group"
+    if prog in ("iptables", "ip6tables", "nft", "ufw", "firewall-cmd", "sysctl", "modprobe", "insmod", "rmmod",
+                "setenforce", "chattr", "swapoff", "hostnamectl", "timedatectl", "update-alternatives",
+                "dpkg-reconfigure", "aa-disable", "auditctl") and not (prog == "sysctl" and not flags & {"-w", "-p"}):
+        yield PRIVILEGE, "changes system settings"
+    yield from _git_family(prog, args, remotes_added)
+    yield from _infra_family(cmd, prog, args)
+    yield from _package_family(prog, args)
+    if any(p == (prog, (pos or [""])[0]) for p in _PUBLISH) or (prog == "gh" and pos[:2] in (
+            ["gist", "create"], ["repo", "create"], ["release", "upload"], ["release", "create"], ["secret", "set"])):
+        yield EXFILTRATION, "publishes or uploads to a public service"
+    if prog in ("gh", "hub", "glab") and (pos[:2] == ["auth", "token"] or pos[:2] == ["auth", "status"] and
+                                          "--show-token" in args or pos[:1] == ["api"] and any("secrets" in p for p in pos)):
+        yield CREDENTIALS, "prints an access token"
+    if prog in ("security", "secret-tool", "keyctl", "op", "pass", "gopass", "vault", "bw", "lpass", "keepassxc-cli") \
+            and pos[:1] not in (["--version"], ["version"], ["help"]):
+        yield CREDENTIALS, "reads a password store or keychain"
+    if prog in ("gpg", "gpg2") and flags & {"--export-secret-keys", "--export-secret-subkeys"}:
+        yield CREDENTIALS, "exports private keys"
+    if prog == "ssh-keygen" and not flags & {"-l", "-L", "-F", "-Y", "-B"} or (prog == "ssh-add" and not flags & {"-l", "-L"}):
+        yield CREDENTIALS, "creates or loads SSH keys"
+    if prog in ("socat",) and any(re.match(r"(?i)^(exec|system):", a) for a in args):
+        yield EXFILTRATION, "hands a shell to a network peer"
+    if prog in ("nc", "ncat", "netcat", "socat") and (flags & {"-l", "-lp", "-lvp", "-lnvp", "--listen"} or any(
+            a.lower().startswith(("tcp-listen", "tcp4-listen", "udp-listen")) for a in args)):
+        yield EXFILTRATION, "opens a listening socket"
+    if prog in ("history",) and flags & {"-c", "-w", "-d"} or prog == "unset" and "HISTFILE" in args:
+        yield DESTRUCTIVE, "erases the shell history"
+
+
+def _git_family(prog: str, args: list[str], remotes_added: bool):
+    if prog != "git":
+        return
+    sub, rest = _git_sub(args)
+    opts, pos = _parse(rest)
+    flags = {o for o, _ in opts}
+    if any(a == "-c" and i + 1 < len(args) and _GIT_EXEC_KEYS.match(args[i + 1].split("=")[0])
+           for i, a in enumerate(args[:args.index(sub)] if sub in args else args)):
+        yield PERSISTENCE, "git -c sets a key that runs a program"
+    if sub == "push":
+        if flags & {"-d", "--delete", "--prune", "--mirror", "--all"} or any(p.startswith(":") and len(p) > 1
+                                                                            for p in pos):
+            yield DESTRUCTIVE, "deletes or overwrites branches on the remote"
+        if remotes_added:
+            yield EXFILTRATION, "pushes to a remote added by the same command"
+    elif sub == "remote" and pos[:1] in (["add"], ["set-url"]) and any(_GIT_URL.search(p) for p in pos):
+        yield EXFILTRATION, "points the repository at a new remote"
+    elif sub == "branch" and ("-D" in flags or flags & {"-d", "--delete"} and flags & {"-f", "--force"}):
+        yield DESTRUCTIVE, "force-deletes a branch"
+    elif sub in ("filter-branch", "filter-repo") or sub == "reflog" and pos[:1] == ["expire"] or (
+            sub == "gc" and any(o.startswith("--prune") for o in flags)) or (
+            sub == "update-ref" and "-d" in flags):
+        yield DESTRUCTIVE, "rewrites or drops history"
+    elif sub == "config":
+        keys = [p for p in pos if "." in p][:1]
+        if keys and _GIT_EXEC_KEYS.match(keys[0]) and len(pos) >= 2:
+            yield PERSISTENCE, "sets a git key that runs a program (hooks, fsmonitor, pager, aliases)"
+
+
+def _infra_family(cmd: Cmd, prog: str, args: list[str]):
+    opts, pos = _parse(args)
+    flags = {o for o, _ in opts}
+    if prog in ("docker", "podman", "nerdctl"):
+        sub = pos[:2]
+        if sub[:1] in (["run"], ["create"], ["exec"]) or sub == ["container", "run"]:
+            mounts = [v for o, v in _parse(args, "vpeuwhlm", frozenset({"--volume", "--mount", "--pid", "--net",
+                                                                    "--network", "--cap-add", "--device",
+                                                                    "--userns", "--security-opt", "--ipc"}))[0]
+                      if o in ("-v", "--volume", "--mount") and v]
+            if flags & {"--privileged"} or any(o in ("--pid", "--net", "--network", "--ipc", "--userns")
+                                               for o in flags) and any(a.endswith("=host") or a == "host"
+                                                                       for a in args) or flags & {"--cap-add",
+                                                                                                  "--device"}:
+                yield PRIVILEGE, "starts a privileged container or shares the host's namespaces"
+            if any(re.match(r"^(source=|src=)?(/|~|\$HOME|/var/run/docker\.sock)[^,]*", m) and not
+                   re.match(r"^(source=|src=)?(\$\{?PWD\}?|\.)", m) for m in mounts):
+                yield PRIVILEGE, "mounts host folders into a container"
+        if sub[:1] in (["rm"], ["rmi"], ["kill"]) and (flags & {"-f", "--force"} or any(_SUB in a for a in args)) or \
+                pos[:2] in (["system", "prune"], ["volume", "rm"], ["volume", "prune"], ["image", "prune"],
+                            ["container", "prune"], ["network", "prune"], ["builder", "prune"]) or \
+                pos[:1] == ["compose"] and "down" in pos and flags & {"-v", "--volumes", "--rmi"}:
+            yield INFRASTRUCTURE, "removes containers, images or volumes"
+        if sub[:1] == ["login"]:
+            yield CREDENTIALS, "logs in to a registry"
+    elif prog in ("kubectl", "oc", "k9s", "kubeadm"):
+        if pos[:1] and pos[0] in _KUBE_MUTATE or prog == "kubeadm":
+            yield INFRASTRUCTURE, "changes a Kubernetes cluster"
+        if pos[:2] in (["get", "secret"], ["get", "secrets"], ["describe", "secret"]) or "secret" in pos[:3] and \
+                flags & {"-o", "--output"} or pos[:2] == ["config", "view"] and "--raw" in flags:
+            yield CREDENTIALS, "reads cluster secrets"
+    elif prog in ("helm",) and pos[:1] and pos[0] in ("uninstall", "delete", "upgrade", "install", "rollback"):
+        yield INFRASTRUCTURE, "changes a Kubernetes release"
+    elif prog in ("terraform", "tofu", "terragrunt", "pulumi", "cdk", "serverless", "sls") and pos[:1] and pos[0] in (
+            "destroy", "apply", "import", "taint", "untaint", "force-unlock", "state", "up", "deploy", "remove",
+            "refresh", "run-all", "cancel", "stack"):
+        if not (pos[0] == "state" and pos[1:2] in (["list"], ["show"], ["pull"])):
+            yield INFRASTRUCTURE, "changes or destroys cloud infrastructure"
+    elif prog in _CLOUD:
+        joined = " ".join(pos)
+        if _CLOUD_SECRETS.search(joined):
+            yield CREDENTIALS, "reads cloud credentials or secrets"
+        verbs = [p for p in pos[:4] if _CLOUD_MUTATE.match(p)]
+        if verbs:
+            uploads = any(re.match(r"(?i)^(s3|gs|az|r2|b2|[\w-]+):", p) for p in pos[-1:]) and not all(
+                re.match(r"(?i)^(s3|gs|az|r2|b2|[\w-]+):", p) for p in pos[1:])
+            if verbs[0].lower() in ("cp", "copy", "sync", "mv", "move", "upload") and uploads:
+                yield EXFILTRATION, "copies files to cloud storage"
+            if verbs[0].lower() not in ("cp", "copy", "upload") or flags & {"--recursive", "-r"} and "rm" in pos:
+                yield INFRASTRUCTURE, "changes or deletes cloud resources"
+
+
+def _package_family(prog: str, args: list[str]):
+    opts, pos = _parse(args, "i", frozenset({"--index-url", "--extra-index-url", "--registry", "--source",
+                                             "--find-links", "--git", "--index"}))
+    flags = {o for o, _ in opts}
+    sub = pos[0] if pos else ""
+    if prog in ("pip", "pip3", "uv", "pipx", "poetry", "pdm") or (prog.startswith("python") and "pip" in args):
+        if "pip" in args:
+            _, pos = _parse(args[args.index("pip") + 1:], "i", frozenset({"--index-url", "--extra-index-url"}))
+        if sub in ("install", "add", "sync") or "install" in pos:
+            if flags & {"-i", "--index-url", "--extra-index-url", "--find-links", "-f", "--trusted-host", "--index"}:
+                yield SUPPLY_CHAIN, "installs from a foreign package index"
+            if any(re.match(r"(?i)^(git\+|hg\+|svn\+|https?://|ftp://)|.*\.(whl|tar\.gz|zip)$", p) and not
+                   p.startswith(("./", "dist/")) and ("://" in p) for p in pos):
+                yield SUPPLY_CHAIN, "installs from a URL or a git repository"
+            if flags & {"--break-system-packages", "--user"} or prog == "pipx" and "--global" in flags:
+                yield SUPPLY_CHAIN, "installs outside the project"
+        if sub == "config" and "set" in pos:
+            yield PERSISTENCE, "changes where packages come from"
+    elif prog in ("npm", "pnpm", "yarn", "bun", "cnpm"):
+        if sub in ("install", "i", "add", "ci", "update", "upgrade", "link") or prog == "yarn" and sub == "global":
+            if flags & {"-g", "--global", "--location"} or prog == "yarn" and sub == "global":
+                yield SUPPLY_CHAIN, "installs packages globally"
+            if flags & {"--registry"}:
+                yield SUPPLY_CHAIN, "installs from a foreign package index"
+            if any(re.match(r"(?i)^(git\+|git:|github:|gitlab:|bitbucket:|https?://|file:/)", p) or
+                   re.match(r"^[\w-]+/[\w.-]+(#.*)?$", p) for p in pos[1:]):
+                yield SUPPLY_CHAIN, "installs from a URL or a git repository"
+        if sub == "config" and "set" in pos or sub == "set" and "registry" in " ".join(pos):
+            yield PERSISTENCE, "changes where packages come from"
+    elif prog in ("gem", "cargo", "go", "composer") and sub in ("install", "get", "require"):
+        if flags & {"--source", "--git", "--index", "--registry"} or any("://" in p for p in pos):
+            yield SUPPLY_CHAIN, "installs from a foreign source"
+        if prog == "composer" and "global" in pos:
+            yield SUPPLY_CHAIN, "installs packages globally"
+    elif prog in ("apt", "apt-get", "dnf", "yum", "apk", "zypper", "pacman", "snap", "flatpak", "port",
+                  "dpkg", "rpm") and sub in ("install", "remove", "purge", "autoremove", "reinstall", "upgrade",
+                                             "dist-upgrade", "erase", "add", "del", "-i", "-S", "-R", "uninstall"):
+        yield SUPPLY_CHAIN, "changes system packages"
+    elif prog in ("add-apt-repository",) or prog == "curl" and any(".list" in a and "sources" in a for a in args):
+        yield SUPPLY_CHAIN, "adds a package source"

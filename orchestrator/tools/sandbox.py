@@ -31,13 +31,25 @@ _FILE = os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC | os.O_NONBLOCK
 CREDENTIALS = tuple(tuple(p.split("/")) for p in (
     ".ssh", ".aws", ".gnupg", ".kube", ".docker", ".azure", ".password-store", ".config/gcloud",
     ".config/gh", ".local/share/keyrings", "Library/Keychains", ".netrc", ".git-credentials", ".pgpass",
+    # package registries, infrastructure and model hubs: tokens in plain files
+    ".npmrc", ".yarnrc", ".yarnrc.yml", ".pypirc", ".cargo/credentials", ".cargo/credentials.toml",
+    ".gem/credentials", ".composer/auth.json", ".gradle/gradle.properties", ".m2/settings.xml",
+    ".vault-token", ".terraformrc", ".terraform.d", ".config/hub", ".config/glab-cli", ".huggingface",
+    ".cache/huggingface", ".kaggle", ".config/rclone", ".config/op", ".config/doctl", ".oci", ".s3cfg",
+    ".boto", ".databrickscfg", ".snowsql", ".wrangler", ".fly", ".my.cnf", ".config/configstore",
+    ".config/git/credentials", ".local/share/keyrings",
+    # browser profiles (cookies, saved passwords) and shell histories (pasted tokens)
+    ".mozilla", ".config/google-chrome", ".config/chromium", ".config/BraveSoftware", ".config/microsoft-edge",
+    ".config/vivaldi", "Library/Application Support/Google/Chrome", "Library/Application Support/Firefox",
+    "Library/Cookies", ".bash_history", ".zsh_history", ".history", ".python_history", ".psql_history",
+    ".mysql_history", ".node_repl_history", ".sqlite_history", ".lesshst", ".local/share/fish/fish_history",
 ))
 _CREDENTIAL_ENDS = frozenset(c[-1] for c in CREDENTIALS)  # a walk only checks names that can end one
 SYSTEM = ("/etc", "/proc", "/sys", "/dev", "/boot", "/usr", "/bin", "/sbin", "/lib", "/lib32", "/lib64",
           "/libx32", "/run", "/var/lib", "/var/log", "/var/run", "/var/db", "/private/etc", "/private/var/db",
           "/System")
 
-Mode = Literal["file", "folder", "any", "write"]
+Mode = Literal["file", "folder", "any", "write", "edit"]
 
 
 @cache
@@ -46,7 +58,7 @@ def _system_folders() -> tuple[Path, ...]:
     return tuple(dict.fromkeys(q for p in SYSTEM for q in (Path(p), Path(os.path.realpath(p)))))
 
 
-def _homes() -> tuple[Path, ...]:
+def homes() -> tuple[Path, ...]:
     homes = [Path.home()]
     try:
         homes.append(Path(pwd.getpwuid(os.getuid()).pw_dir))  # the real home, should HOME point elsewhere
@@ -76,7 +88,7 @@ class Rules:
     def of(cls, session: ToolSession) -> Rules:
         areas = [(p, "a system folder") for p in _system_folders()]
         areas += [(p, "the application's own data folder") for p in app_data_folders()]
-        return cls(session.workspace, (session.workspace, *session.grants), _homes(), tuple(areas))
+        return cls(session.workspace, (session.workspace, *session.grants), homes(), tuple(areas))
 
     def refusal(self, path: Path) -> str | None:
         """Why `path` (absolute, normalized) may never be opened, or None."""
@@ -279,11 +291,14 @@ def _hard_links(raw: str, st: os.stat_result) -> ToolError:
 @contextmanager
 def open_checked(session: ToolSession, raw: str, mode: Mode) -> Iterator[Opened]:
     """The one way tools open paths. `mode`: "file" an existing regular file; "folder" an existing folder;
-    "any" either; "write" the folder (made if missing) with the file opened for reading if it exists.
-    Regular files must have a single link. Everything is closed on exit."""
+    "any" either; "write" the folder (made if missing) with the file opened for reading if it exists;
+    "edit" an existing regular file about to be replaced. "write" and "edit" refuse git hooks and git
+    config. Regular files must have a single link. Everything is closed on exit."""
     path = resolve(session, raw)
     if path == Path("/"):
         raise ToolError(f"{raw}: refused: the file system root")
+    if mode in ("write", "edit") and (why := _runs_in_git(session, path)):
+        raise ToolError(f"{raw}: refused: {why}; agents do not write it (the user's own git would run it)")
     folder = _walk_to(raw, path.parent, create=mode == "write")
     fd = None
     try:
@@ -297,9 +312,13 @@ def open_checked(session: ToolSession, raw: str, mode: Mode) -> Iterator[Opened]
             raise _os_error(raw, exc, folder, path.name) from None
         if before is not None:
             kind = before.st_mode
+            # Before opening, as open_entry does: checked only after, a hard link to an outside file could be
+            # swapped in, opened, and its workspace name removed again before the fstat.
+            if stat.S_ISREG(kind) and before.st_nlink > 1:
+                raise _hard_links(raw, before)
             if stat.S_ISLNK(kind):
                 raise ToolError(f"{raw}: became a symbolic link while being opened; refused")
-            if stat.S_ISDIR(kind) and mode in ("file", "write"):
+            if stat.S_ISDIR(kind) and mode in ("file", "write", "edit"):
                 raise ToolError(f"{raw}: is a folder, not a file; search_files lists a folder")
             if stat.S_ISREG(kind) and mode == "folder":
                 raise ToolError(f"{raw}: is a file, not a folder")
@@ -320,6 +339,19 @@ def open_checked(session: ToolSession, raw: str, mode: Mode) -> Iterator[Opened]
         if fd is not None:
             os.close(fd)
         os.close(folder)
+
+
+def _runs_in_git(session: ToolSession, path: Path) -> str | None:
+    """Why writing `path` would plant a program in a repository's git (a hook, or a config key such as
+    core.fsmonitor that git runs), or None. The shell's sandbox keeps the same two read-only."""
+    for root in (session.workspace, *session.grants):
+        if not path.is_relative_to(root):
+            continue
+        parts = path.relative_to(root).parts
+        for i, part in enumerate(parts[:-1]):
+            if part == ".git" and (parts[i + 1] == "hooks" or parts[i + 1:] == ("config",)):
+                return "a git hook or git config"
+    return None
 
 
 def stat_checked(session: ToolSession, raw: str) -> tuple[Path, os.stat_result]:

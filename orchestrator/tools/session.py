@@ -1,5 +1,5 @@
 """The state tools share within one room (or one standalone session): where files may be touched,
-what each agent has read (E14), the shell's background jobs, and how to ask the user (E17).
+what each agent has read (E14), the shell's background jobs and OS sandbox, and how to ask the user (E17).
 
 The engine hands it to every tool through ToolContext; the room builds one per room, so a stop
 reaches the jobs and an answer to "may I run this?" reaches the person in front of the room.
@@ -9,6 +9,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Awaitable, Callable, Literal
 
+from orchestrator.tools.jail import Settings
 from orchestrator.tools.jobs import JobTable
 from orchestrator.tools.reads import ReadLedger
 
@@ -22,14 +23,20 @@ async def _nobody(agent: str, category: str, summary: str) -> Answer:
 
 class ToolSession:
     def __init__(self, workspace: Path, *, grants: list[Path] = (), ask: Asker = _nobody,
-                 spawn: Callable[..., None] | None = None):
+                 spawn: Callable[..., None] | None = None, sandbox: Settings = Settings(),
+                 agent_sandbox: dict[str, Settings] | None = None):
         self.workspace = Path(workspace).resolve()
         self.grants = [Path(g).resolve() for g in grants]  # folders the user granted besides the workspace
         self.ask = ask
         self.spawn = spawn  # runs fn(*args) under the group's stop; None outside a room
+        self.sandbox = sandbox  # the OS sandbox shell commands run in (tools/jail.py)
+        self.agent_sandbox = agent_sandbox or {}  # agents whose own setting differs from the room's
         self.allowed: set[tuple[str, str]] = set()  # (agent, category) answered "this run"
         self.reads = ReadLedger()  # per (agent, path): what it last read or wrote
         self.jobs = JobTable(spawn)  # background shell jobs, stopped with the group
+
+    def sandbox_for(self, agent: str) -> Settings:
+        return self.agent_sandbox.get(agent, self.sandbox)
 
     async def confirm(self, agent: str, category: str, summary: str) -> bool:
         """May `agent` do something in `category`? Asks once, or not again after "this run"."""

@@ -1,17 +1,21 @@
-"""The shell tools (E17, X3): bash (risk-checked, then run through process.run_command, in the
-foreground or as a background job) and job_status / job_output / job_kill over the session's jobs."""
+"""The shell tools (E17, X3): bash (risk-checked, then run through process.run_command inside the OS
+sandbox of tools/jail.py, in the foreground or as a background job) and job_status / job_output / job_kill."""
 from __future__ import annotations
 
-from typing import Annotated
+import os
+from pathlib import Path
+from typing import Annotated, Sequence
 
 import msgspec
 import structlog
 import trio
 
 from orchestrator.tools.base import Tool, ToolContext, ToolError, ToolOutput
-from orchestrator.tools.process import OUTPUT_CAP, run_command
-from orchestrator.tools.risk import assess
-from orchestrator.tools.sandbox import resolve
+from orchestrator.tools.jail import SYSTEM_VISIBLE, Confinement, backend
+from orchestrator.tools.process import OUTPUT_CAP, SHELL, command_env, run_command
+from orchestrator.tools.risk import OPAQUE, UNSANDBOXED, Risk, assess
+from orchestrator.tools.sandbox import CREDENTIALS, app_data_folders, homes, resolve
+from orchestrator.tools.session import ToolSession
 
 log = structlog.get_logger(__name__)
 
@@ -33,6 +37,8 @@ class BashArgs(msgspec.Struct, forbid_unknown_fields=True):
     timeout: Seconds | None = None
     background: bool = False
     cwd: str | None = None
+    network: bool = False
+    writable: list[str] = msgspec.field(default_factory=list)
 
 
 class JobArgs(msgspec.Struct, forbid_unknown_fields=True):
@@ -60,25 +66,46 @@ async def bash(args: BashArgs, ctx: ToolContext) -> ToolOutput | str:
     if args.background and ctx.session.spawn is None:
         raise ToolError("background jobs need a room; run the command without background")
 
+    # The wall first: without a sandbox nothing runs, unless the user turned it off (then all asks).
+    settings = ctx.session.sandbox_for(ctx.agent)
+    jail = backend()
+    if settings.enabled and (why := await trio.to_thread.run_sync(jail.unavailable, limiter=_CLASSIFY)):
+        return ToolOutput(f"Not run: {why}.", is_error=True)
+
     # Risky text never runs unasked; the log gets the category and length, never the text (E17).
     verdict = await trio.to_thread.run_sync(assess, command, limiter=_CLASSIFY)
     if verdict.blocked:
         log.warning("shell command refused", category="blocklist", length=len(command))
         return ToolOutput(f"Refused: this command is never run ({verdict.blocked}).", is_error=True)
     where = "" if cwd == ctx.workspace else f"; run in {args.cwd}"
-    for risk in verdict.risks:
-        summary = f"{command}\n({risk.reason}{where})"
-        allowed = await ctx.session.confirm(ctx.agent, risk.category, summary)
-        log.info("risky shell command", category=risk.category, length=len(command), allowed=allowed)
-        if not allowed:
-            return ToolOutput(f"The user denied this command (risk: {risk.label}: {risk.reason}). It did not "
-                              "run; do not retry it in another form.", is_error=True)
+    for risk in [r for r in verdict.risks if r.category != OPAQUE]:
+        if denied := await _ask(ctx, risk, where, command):
+            return denied
+    network = False
+    if settings.enabled and settings.network != "deny" and (args.network or verdict.network):
+        network = settings.network == "allow" or await ctx.session.confirm(
+            ctx.agent, "network", f"{command}\n(wants the network{where})")
+    writable = _writable(ctx.session, args.writable)
+    for path in writable:
+        if not await ctx.session.confirm(ctx.agent, f"write:{path}", f"{command}\n(wants to write to {path}{where})"):
+            return ToolOutput(f"The user denied writing to {path}; the command did not run.", is_error=True)
+    # Opaque text runs contained; with the network, or with nothing around it, it asks like any risk.
+    late = [r for r in verdict.risks if r.category == OPAQUE and (network or not settings.enabled)]
+    if not settings.enabled and not verdict.risks:
+        late.append(_UNSANDBOXED)
+    for risk in late:
+        if denied := await _ask(ctx, risk, where, command):
+            return denied
+    argv: str | list[str] = command
+    if settings.enabled:
+        argv = jail.argv([SHELL, "-c", command], confinement(ctx.session, cwd, network,
+                                                               (*settings.writable, *writable)))
 
     if args.background:
-        job = await ctx.session.jobs.start(command, cwd=cwd, timeout=timeout)
+        job = await ctx.session.jobs.start(argv, cwd=cwd, timeout=timeout)
         return (f"Started background job {job.id} (stopped after {timeout:g} s or when the room stops). "
                 f"Check it with job_status, read it with job_output, stop it with job_kill.")
-    result = await run_command(command, cwd=cwd, timeout=timeout)
+    result = await run_command(argv, cwd=cwd, timeout=timeout)
     if result.timed_out:
         footer = f"[timed out after {timeout:g} s; it and everything it started were stopped]"
     elif result.returncode < 0:
@@ -86,6 +113,69 @@ async def bash(args: BashArgs, ctx: ToolContext) -> ToolOutput | str:
     else:
         footer = f"[exit code {result.returncode}]"
     return ToolOutput(f"{result.output or '(no output)'}\n{footer}", is_error=result.returncode != 0)
+
+
+async def _ask(ctx: ToolContext, risk: Risk, where: str, command: str) -> ToolOutput | None:
+    """None when the user allows `risk`; else the refusal the model reads."""
+    summary = f"{command}\n({risk.reason}{where})"
+    allowed = await ctx.session.confirm(ctx.agent, risk.category, summary)
+    log.info("risky shell command", category=risk.category, length=len(command), allowed=allowed)
+    if allowed:
+        return None
+    return ToolOutput(f"The user denied this command (risk: {risk.label}: {risk.reason}). It did not "
+                      "run; do not retry it in another form.", is_error=True)
+
+
+_UNSANDBOXED = Risk(UNSANDBOXED, "the sandbox is off (sandbox: off), so nothing contains it")
+
+
+def _writable(session: ToolSession, raw: list[str]) -> list[Path]:
+    """Folders the model asks to write besides the workspace: admitted by the path sandbox, existing."""
+    out = []
+    for r in raw:
+        path = resolve(session, r)
+        if not path.is_dir():
+            raise ToolError(f"writable {r!r} is not an existing folder")
+        if not path.is_relative_to(session.workspace):
+            out.append(path)
+    return out
+
+
+def _toolchains() -> list[Path]:
+    """The folders of PATH outside the system's, to be visible read-only, so a venv's python, pyenv's shims
+    or ~/.cargo/bin's tools still run: a virtual environment comes whole (its bin needs its lib), and a
+    tool manager in a home folder (~/.pyenv, ~/.cargo, ~/.nvm) too; credentials in them stay masked."""
+    found = []
+    for entry in command_env()["PATH"].split(os.pathsep):
+        path = Path(entry)
+        if not path.is_absolute() or not path.is_dir() or any(path.is_relative_to(s) for s in _SYSTEM_PATHS):
+            continue
+        home = next((h for h in homes() if path.is_relative_to(h) and path != h), None)
+        if home is not None:
+            path = home / path.relative_to(home).parts[0]
+        elif (path.parent / "pyvenv.cfg").exists():
+            path = path.parent
+        found.append(path)
+    return list(dict.fromkeys(found))
+
+
+_SYSTEM_PATHS = tuple(Path(p) for p in SYSTEM_VISIBLE)
+
+
+def confinement(session: ToolSession, cwd: Path, network: bool, writable: Sequence[Path]) -> Confinement:
+    """What one command may touch: the workspace and `writable` read-write, the user's read grants
+    read-only, the app's data emptied, credential files masked wherever they stay visible."""
+    hidden = (*homes(), *app_data_folders())
+    readable = [p for p in (*session.grants, *_toolchains()) if p.exists() and not p.is_relative_to(session.workspace)]
+    visible = [p for p in (session.workspace, *writable, *readable) if p.exists()]
+    masked = [Path("/etc/shadow"), Path("/etc/gshadow")]
+    for home in homes():
+        for cred in CREDENTIALS:
+            target = home.joinpath(*cred)
+            if any(target.is_relative_to(v) for v in visible):
+                masked.append(target)
+    writable = tuple(w for w in writable if w.exists())
+    return Confinement(session.workspace, cwd, network, writable, tuple(readable), hidden, tuple(masked))
 
 
 async def job_status(args: JobArgs, ctx: ToolContext) -> str:
@@ -112,9 +202,12 @@ BASH = Tool(
     "come back merged; long output keeps its beginning and end. Default timeout 120 s (at most 600); "
     "when the command ends, anything it started in the background is stopped too, so run servers "
     "and long work with `background: true` and follow them with job_status / job_output / job_kill. "
-    "The environment is minimal (PATH, HOME, LANG, TERM=dumb) and stdin is closed. Risky commands "
-    "(sending data out, deleting outside build folders, disk tools, sudo, credential files) ask the "
-    "user first; some (rm -rf /, fork bombs, reboot) are always refused.",
+    "Every command runs in an OS sandbox: only the workspace is writable (not .git/hooks or .git/config), "
+    "/tmp is private, HOME is an empty folder, files outside the workspace are not there, and there is no "
+    "network unless you set `network: true` and the user grants it (list extra folders to write in "
+    "`writable`). The environment is minimal (PATH, HOME, LANG, TERM=dumb) and stdin is closed. Risky "
+    "commands (sending data out, deleting outside build folders, disk tools, sudo, credential files) ask "
+    "the user first; some (rm -rf /, fork bombs, reboot) are always refused.",
     BashArgs, bash,
 )
 JOB_STATUS = Tool("job_status", "Whether a background job is running, its exit code and runtime.",

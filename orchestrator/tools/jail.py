@@ -1,0 +1,183 @@
+"""The OS sandbox every shell command runs in: what one command may touch (Confinement), the user's
+sandbox settings, and the backends that enforce them (bubblewrap on Linux; one small interface)."""
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import sys
+from dataclasses import dataclass
+from functools import cache
+from pathlib import Path
+from typing import Literal, Protocol, Sequence
+
+Network = Literal["ask", "allow", "deny"]
+SANDBOX_HOME = "/tmp/home"  # inside the sandbox's private /tmp: empty for every command
+SYSTEM_VISIBLE = ("/usr", "/bin", "/sbin", "/lib", "/lib32", "/lib64", "/libx32", "/etc", "/opt", "/var", "/srv",
+                  "/nix", "/snap", "/run/systemd/resolve")
+GIT_PROTECTED = (".git/hooks", ".git/config")  # what runs code in the user's own git: read-only
+
+
+class SettingsError(ValueError):
+    """A `sandbox:` setting that cannot be used; the message says which and what is allowed."""
+
+
+@dataclass(frozen=True)
+class Settings:
+    """The user's `sandbox:` setting (config.toml, team or agent): on or explicitly off, how the
+    network is granted, and folders besides the workspace that commands may write."""
+    enabled: bool = True
+    network: Network = "ask"
+    writable: tuple[Path, ...] = ()
+
+    @classmethod
+    def parse(cls, raw: object, *, base: Path | None = None) -> Settings:
+        """From `off`, `on`, or a mapping {network: ask|allow|deny, writable: [paths], enabled: bool}."""
+        if raw is None or raw == "on" or raw is True:
+            return cls()
+        if raw == "off" or raw is False:
+            return cls(enabled=False)
+        if not isinstance(raw, dict):
+            raise SettingsError(f"sandbox: expected on, off or a mapping, got {raw!r}")
+        unknown = set(raw) - {"enabled", "network", "writable"}
+        if unknown:
+            raise SettingsError(f"sandbox: unknown key(s) {', '.join(sorted(map(str, unknown)))}; "
+                                "known: enabled, network, writable")
+        network = raw.get("network", "ask")
+        if network not in ("ask", "allow", "deny"):
+            raise SettingsError(f"sandbox.network: expected ask, allow or deny, got {network!r}")
+        writable = raw.get("writable", [])
+        if not isinstance(writable, list) or not all(isinstance(w, str) and w.strip() for w in writable):
+            raise SettingsError("sandbox.writable: expected a list of folder paths")
+        enabled = raw.get("enabled", True)
+        if enabled not in (True, False, "on", "off"):
+            raise SettingsError(f"sandbox.enabled: expected true or false, got {enabled!r}")
+        root = base or Path.cwd()
+        return cls(enabled in (True, "on"), network,
+                   tuple(Path(os.path.expanduser(w)) if os.path.isabs(os.path.expanduser(w)) else root / w
+                         for w in writable))
+
+    def over(self, raw: object, *, base: Path | None = None) -> Settings:
+        """A more specific setting (the team's over config.toml's, an agent's over the team's) written
+        as `raw`: what it sets wins, what it leaves out is kept, writable folders add up."""
+        if raw is None:
+            return self
+        given = Settings.parse(raw, base=base)
+        keys = set(raw) if isinstance(raw, dict) else {"enabled"}
+        return Settings(given.enabled if "enabled" in keys else self.enabled,
+                        given.network if "network" in keys else self.network,
+                        tuple(dict.fromkeys(self.writable + given.writable)))
+
+
+@dataclass(frozen=True)
+class Confinement:
+    """What one command may touch: the workspace and `writable` read-write, `readable` and the system's
+    folders read-only, nothing else; `hidden` folders (homes, the app's data) within those are emptied."""
+    workspace: Path
+    cwd: Path
+    network: bool = False
+    writable: tuple[Path, ...] = ()
+    readable: tuple[Path, ...] = ()  # the user's read grants
+    hidden: tuple[Path, ...] = ()
+    masked: tuple[Path, ...] = ()  # credential files and folders inside what stays visible
+
+
+class Backend(Protocol):
+    """One OS sandbox. `unavailable()` says in one line why it cannot run here and how to enable it;
+    `argv()` is the command line that runs `command` confined. A macOS sandbox-exec backend would build
+    a profile from the same Confinement (deny default; file-write* only under workspace and writable;
+    network* only when granted) and return ["sandbox-exec", "-p", profile, *command]."""
+    name: str
+
+    def unavailable(self) -> str | None: ...
+
+    def argv(self, command: Sequence[str], c: Confinement) -> list[str]: ...
+
+
+class Bubblewrap:
+    name = "bubblewrap"
+
+    def __init__(self, program: str | None):
+        self.program = program  # None: not installed
+
+    def unavailable(self) -> str | None:
+        if self.program is None:
+            return ("bubblewrap is not installed, so commands cannot be sandboxed: install it "
+                    "(apt-get install bubblewrap / dnf install bubblewrap), or set `sandbox: off` to run "
+                    "every command unsandboxed after asking")
+        return _probe(self.program)
+
+    def argv(self, command: Sequence[str], c: Confinement) -> list[str]:
+        a = [self.program, "--die-with-parent", "--unshare-all", "--cap-drop", "ALL"]
+        if c.network:
+            a.append("--share-net")
+        # Only the system's programs and settings are visible, read-only; the rest of the file system
+        # (other projects, mounted disks, the user's files) does not exist in here.
+        for p in SYSTEM_VISIBLE:
+            if os.path.lexists(p):
+                a += ["--ro-bind" if not os.path.islink(p) else "--symlink",
+                      *(([os.readlink(p)] if os.path.islink(p) else [p])), p]
+        a += ["--dev", "/dev", "--proc", "/proc", "--tmpfs", "/tmp"]
+        for r in c.readable:
+            a += ["--ro-bind", str(r), str(r)]
+        for w in (c.workspace, *c.writable):
+            a += ["--bind", str(w), str(w)]
+        for p in GIT_PROTECTED:
+            target = c.workspace / p
+            if os.path.lexists(target):
+                a += ["--ro-bind", str(target), str(target)]
+        shown = (c.workspace, *c.writable, *c.readable)
+        for h in c.hidden:  # the app's data or a home inside a visible folder: emptied
+            if os.path.isdir(h) and not os.path.islink(h) and any(h.is_relative_to(v) and h != v for v in shown):
+                a += ["--tmpfs", str(h)]
+        for m in c.masked:
+            if os.path.isdir(m) and not os.path.islink(m):
+                a += ["--tmpfs", str(m)]
+            elif os.path.lexists(m):
+                a += ["--ro-bind", "/dev/null", str(m)]
+        a += ["--dir", SANDBOX_HOME]
+        a += ["--setenv", "HOME", SANDBOX_HOME, "--setenv", "TMPDIR", "/tmp", "--chdir", str(c.cwd), "--"]
+        return a + list(command)
+
+
+class Missing:
+    """No sandbox for this platform yet."""
+    name = "none"
+
+    def __init__(self, why: str):
+        self.why = why
+
+    def unavailable(self) -> str | None:
+        return self.why
+
+    def argv(self, command: Sequence[str], c: Confinement) -> list[str]:
+        raise RuntimeError(self.why)
+
+
+@cache
+def _probe(program: str) -> str | None:
+    """Can bubblewrap make its namespaces here? Asked once per process (about 5 ms)."""
+    try:
+        done = subprocess.run([program, "--ro-bind", "/", "/", "--unshare-all", "--die-with-parent", "true"],
+                              stdin=subprocess.DEVNULL, capture_output=True, timeout=10)
+    except (OSError, subprocess.TimeoutExpired) as exc:
+        return f"bubblewrap ({program}) could not start: {exc}; set `sandbox: off` to run commands unsandboxed"
+    if done.returncode == 0:
+        return None
+    said = done.stderr.decode(errors="replace").strip().splitlines()
+    return (f"bubblewrap cannot create its namespaces here ({said[-1] if said else 'exit ' + str(done.returncode)}): "
+            "allow unprivileged user namespaces (sysctl kernel.unprivileged_userns_clone=1; on Ubuntu 24.04 "
+            "kernel.apparmor_restrict_unprivileged_userns=0, or an AppArmor profile for bwrap), run in a "
+            "container started with --privileged or seccomp allowing unshare, or set `sandbox: off`")
+
+
+@cache
+def backend() -> Backend:
+    """This platform's sandbox."""
+    if sys.platform.startswith("linux"):
+        return Bubblewrap(shutil.which("bwrap"))
+    if sys.platform == "darwin":
+        return Missing("no sandbox backend for macOS yet (a sandbox-exec profile is planned); set `sandbox: off` "
+                       "to run every command unsandboxed after asking")
+    return Missing(f"no sandbox backend for {sys.platform}; set `sandbox: off` to run every command "
+                   "unsandboxed after asking")
