@@ -13,7 +13,7 @@ import trio
 
 from orchestrator.core.documents import DocumentError, document_text
 from orchestrator.tools.base import Tool, ToolContext, ToolError
-from orchestrator.tools.sandbox import Opened, open_checked, replace, resolve, shown, \
+from orchestrator.tools.sandbox import Opened, open_checked, still_single, replace, resolve, shown, \
     stat_checked
 from orchestrator.tools.reads import ReadState, read_state as _state
 from orchestrator.tools.session import ToolSession
@@ -53,6 +53,8 @@ def _current(raw: str, f: Opened) -> tuple[bytes, ReadState]:
         raise ToolError(f"{raw}: {f.st.st_size} bytes is larger than {MAX_FILE_BYTES >> 20} MiB; "
                         f"use grep_files to find the part you need")
     data = read_fd(raw, f.fd, MAX_FILE_BYTES)
+    if not still_single(f.folder, f.name, f.fd):
+        raise ToolError(f"{raw}: changed while being read (renamed, replaced or given another name); try again")
     return data, _state(data, f.st)
 
 

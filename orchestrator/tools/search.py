@@ -15,7 +15,7 @@ import trio
 
 from orchestrator.tools.base import Tool, ToolContext, ToolError
 from orchestrator.tools.files import READ_CAP, read_fd, with_note
-from orchestrator.tools.sandbox import Opened, open_checked, open_entry, root_of, shown, walk
+from orchestrator.tools.sandbox import Opened, open_checked, open_entry, root_of, shown, still_single, walk
 from orchestrator.tools.session import ToolSession
 
 GREP_FILE_BYTES = 4 << 20  # larger files are skipped by grep_files (and said so)
@@ -233,7 +233,11 @@ def _grep(session: ToolSession, args: GrepArgs) -> str:
     grep = _Grep(rx, max(0, min(args.context, 10)), _cap(args.max_matches))
     with open_checked(session, args.path, "any") as top:
         if stat.S_ISREG(top.st.st_mode):
-            grep.file(shown(session, top.path), read_fd(args.path, top.fd, GREP_FILE_BYTES))
+            data = read_fd(args.path, top.fd, GREP_FILE_BYTES)
+            if not still_single(top.folder, top.name, top.fd):
+                raise ToolError(f"{args.path}: changed while being read (renamed, replaced or given another name); "
+                                "try again")
+            grep.file(shown(session, top.path), data)
         else:
             for folder, fd, name in _files(session, top, args.include_ignored):
                 if name_rx and not name_rx.match(name if "/" not in name_glob
@@ -246,7 +250,9 @@ def _grep(session: ToolSession, args: GrepArgs) -> str:
                     continue
                 try:
                     data = read_fd(name, opened[0], GREP_FILE_BYTES)
-                except ToolError:  # it grew past the cap while being read
+                    if not still_single(fd, name, opened[0]):  # swapped while being read: as if skipped
+                        raise ToolError(name)
+                except ToolError:  # it grew past the cap, or changed, while being read
                     grep.skipped += 1
                     continue
                 finally:
