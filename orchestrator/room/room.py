@@ -274,6 +274,11 @@ class Room:
     def busy(self) -> bool:
         return self._running > 0
 
+    @property
+    def jobs(self) -> int:
+        """Shell jobs alive (the room is idle meanwhile, but closing it would end them)."""
+        return self._jobs
+
     async def stop(self, reason: str = "stopped by the user") -> None:
         """Group cancellation (G9), the only stop path: every agent, worker and tool in the room."""
         self.lines.stop(reason)
