@@ -178,6 +178,7 @@ def main() -> None:
     ap.add_argument("--seconds", type=float, default=20.0, help="measured time per run (after set-up)")
     ap.add_argument("--pause", type=float, default=10.0, help="seconds a user waits between lines (pause mode)")
     ap.add_argument("--profile", action="store_true", help="cProfile the first run, in this process")
+    ap.add_argument("--sort", default="tottime", help="the profile's order: tottime or cumulative")
     ap.add_argument("--child", nargs=3, help=argparse.SUPPRESS)
     args = ap.parse_args()
     if args.child:
@@ -192,7 +193,7 @@ def main() -> None:
         prof = cProfile.Profile(time.thread_time)  # CPU of the loop thread: the machine may be shared
         n, lat, mode = grid[0]
         print(json.dumps(trio.run(run, n, lat, mode, args.seconds, args.pause, prof)))
-        pstats.Stats(prof).sort_stats("tottime").print_stats(30)
+        pstats.Stats(prof).sort_stats(args.sort).print_stats(45)
         return
     print(f"load average before: {os.getloadavg()[0]:.1f}; {args.seconds:g} s measured per run")
     print()

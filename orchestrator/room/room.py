@@ -509,13 +509,20 @@ class Room:
         if member.name == COMMANDER:
             for t in self._commander_tools:
                 tools.add(t)
-            system = render("commander.md.j2", instructions=spec.instructions, roster=self.roster(),
-                            floor=self.floor, ledger=list(self.ledger.tasks.values())[-20:],
-                            tools=[n for n in tools.names()], memory=memory)
+            roster, ledger = self.roster(), list(self.ledger.tasks.values())[-20:]
+            inputs = ("commander", tools.names(), memory, self.floor, [a.name for a in roster], ledger)
         else:
-            system = render("worker.md.j2", name=spec.name, description=spec.description,
-                            instructions=spec.instructions, tools=tools.names(), interactive=spec.interactive,
-                            memory=memory)
+            inputs = ("worker", tools.names(), memory)
+        if inputs != member.prompt[0]:  # rendered again only when something it shows changed
+            if member.name == COMMANDER:
+                text = render("commander.md.j2", instructions=spec.instructions, roster=roster, floor=self.floor,
+                              ledger=ledger, tools=tools.names(), memory=memory)
+            else:
+                text = render("worker.md.j2", name=spec.name, description=spec.description,
+                              instructions=spec.instructions, tools=tools.names(), interactive=spec.interactive,
+                              memory=memory)
+            member.prompt = (inputs, text)
+        system = member.prompt[1]
         return Agent(name=member.name, provider=provider, model=model, system=system, tools=tools,
                      workspace=self.workspace, session=self.tool_session, retry=self._retry, cache_key=self.id,
                      window=window, budget=spec.request_budget, compact_at=spec.compact_at or (info.compact_at if info else 0.8),

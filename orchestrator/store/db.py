@@ -212,7 +212,16 @@ def _rooms(db: sqlite_utils.Database, where: str, ref: str | None = None) -> lis
 
 
 def _insert(db: sqlite_utils.Database, room_id: str, drafts: list[Draft]) -> list[Message]:
-    found = db.conn.execute("SELECT last_seq, last_ts FROM rooms WHERE id = ?", [room_id]).fetchone()
+    # The last seq and ts are kept in the room row, so a seq freed by healing is never handed out again.
+    conn = db.conn
+    if len(drafts) == 1:  # the common case, one statement fewer: the row is moved on and read back at once
+        found = conn.execute(_NEXT_SEQ, [time.time(), room_id]).fetchall()  # all: the statement ends here
+        if not found:
+            raise KeyError(f"no room {room_id!r}")
+        m = _message(room_id, *found[0], drafts[0])
+        conn.execute(_INSERT_MESSAGE, _row(m))
+        return [m]
+    found = conn.execute("SELECT last_seq, last_ts FROM rooms WHERE id = ?", [room_id]).fetchone()
     if found is None:
         raise KeyError(f"no room {room_id!r}")
     seq, ts = found
@@ -220,13 +229,25 @@ def _insert(db: sqlite_utils.Database, room_id: str, drafts: list[Draft]) -> lis
     for draft in drafts:
         now = time.time()
         seq, ts = seq + 1, now if now > ts else ts + 1e-6
-        m = Message(id=uuid4().hex, room=room_id, seq=seq, ts=ts, **msgspec.structs.asdict(draft))
-        db.conn.execute(_INSERT_MESSAGE, msgspec.structs.asdict(m) | {
-            "blocks": _json(m.blocks), "visible_to": _json(m.visible_to), "replaces": _json(m.replaces)})
+        m = _message(room_id, seq, ts, draft)
+        conn.execute(_INSERT_MESSAGE, _row(m))
         messages.append(m)
-    # Kept in the room row, so a seq freed by healing is never handed out again.
-    db.conn.execute("UPDATE rooms SET last_seq = ?, last_ts = ? WHERE id = ?", [seq, ts, room_id])
+    conn.execute("UPDATE rooms SET last_seq = ?, last_ts = ? WHERE id = ?", [seq, ts, room_id])
     return messages
+
+
+# The same rule as the loop above for one message: a ts after the last one, now if the clock allows.
+_NEXT_SEQ = ("UPDATE rooms SET last_seq = last_seq + 1, last_ts = CASE WHEN ?1 > last_ts THEN ?1 "
+             "ELSE last_ts + 1e-6 END WHERE id = ?2 RETURNING last_seq, last_ts")
+
+
+def _message(room_id: str, seq: int, ts: float, draft: Draft) -> Message:
+    return Message(id=uuid4().hex, room=room_id, seq=seq, ts=ts, **msgspec.structs.asdict(draft))
+
+
+def _row(m: Message) -> dict:
+    return msgspec.structs.asdict(m) | {
+        "blocks": _json(m.blocks), "visible_to": _json(m.visible_to), "replaces": _json(m.replaces)}
 
 
 def _messages(db: sqlite_utils.Database, room_id: str) -> list[Message]:
