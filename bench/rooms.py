@@ -28,6 +28,7 @@ import subprocess
 import sys
 import tempfile
 import time
+import tracemalloc
 from pathlib import Path
 
 import trio
@@ -93,7 +94,7 @@ def pct(xs: list[float], p: float) -> float:
 
 
 async def run(n: int, latency: float, mode: str, seconds: float, pause: float,
-              prof: cProfile.Profile | None = None) -> dict:
+              prof: cProfile.Profile | None = None, heap: bool = False) -> dict:
     model = RelayModel(latency)
     out: dict = {"rooms": n, "latency": latency, "mode": mode}
     with tempfile.TemporaryDirectory(prefix="bench-rooms-") as tmp:
@@ -104,6 +105,8 @@ async def run(n: int, latency: float, mode: str, seconds: float, pause: float,
                 await host.ask(None, "warm up", workspace=Path(tmp))  # templates, schemas, first imports
                 gc.collect()
                 rss0 = rss_kb()
+                if heap:
+                    tracemalloc.start()
                 ids: list[str] = []
                 t0 = time.perf_counter()
                 for i in range(n):
@@ -115,6 +118,8 @@ async def run(n: int, latency: float, mode: str, seconds: float, pause: float,
                         nursery.start_soon(host.ask, rid, "The first line.")
                 gc.collect()
                 out["rss_open_kb"] = (rss_kb() - rss0) / n
+                if heap:
+                    out["heap_open_kb"] = tracemalloc.get_traced_memory()[0] / 1024 / n
 
                 latencies: list[float] = []
                 stop_at = trio.current_time() + seconds
@@ -152,6 +157,12 @@ async def run(n: int, latency: float, mode: str, seconds: float, pause: float,
                     await trio.sleep(0.01)
                 gc.collect()
                 out["rss_parked_kb"] = (rss_kb() - rss0) / n
+                if heap:
+                    out["heap_parked_kb"] = tracemalloc.get_traced_memory()[0] / 1024 / n
+                    if os.environ.get("BENCH_HEAP_TOP"):
+                        for stat in tracemalloc.take_snapshot().statistics("traceback")[:8]:
+                            print(stat, *stat.traceback.format()[-6:], sep="\n  ", file=sys.stderr)
+                    tracemalloc.stop()
                 host.idle_close = 3600
                 sample = ids[:min(n, 200)]
                 t0 = time.perf_counter()
@@ -179,6 +190,8 @@ def main() -> None:
     ap.add_argument("--pause", type=float, default=10.0, help="seconds a user waits between lines (pause mode)")
     ap.add_argument("--profile", action="store_true", help="cProfile the first run, in this process")
     ap.add_argument("--sort", default="tottime", help="the profile's order: tottime or cumulative")
+    ap.add_argument("--heap", action="store_true",
+                    help="one run in this process under tracemalloc: Python heap per open and per parked room")
     ap.add_argument("--child", nargs=3, help=argparse.SUPPRESS)
     args = ap.parse_args()
     if args.child:
@@ -189,6 +202,10 @@ def main() -> None:
         grid = [(n, lat, mode) for lat in map(float, (args.latency or "0.05,1").split(","))
                 for mode in (args.mode or "busy,pause").split(",")
                 for n in map(int, (args.rooms or "10,100,1000,2000").split(","))]
+    if args.heap:
+        n, lat, mode = grid[0]
+        print(json.dumps(trio.run(run, n, lat, mode, args.seconds, args.pause, None, True)))
+        return
     if args.profile:
         prof = cProfile.Profile(time.thread_time)  # CPU of the loop thread: the machine may be shared
         n, lat, mode = grid[0]

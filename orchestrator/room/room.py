@@ -19,6 +19,7 @@ from orchestrator.core.errors import TOO_LONG, InputError, OrchestratorError, Pr
 from orchestrator.core.events import CallUsage, Cancelled, Done, ErrorEvent, Event, ToolEnd
 from orchestrator.core.prompts import render
 from orchestrator.core.retry import RetryPolicy
+from orchestrator.core.tokens import estimate
 from orchestrator.core.types import Draft, Message, TextBlock, ToolResultBlock
 from orchestrator.engine.partition import Partition
 from orchestrator.engine.runner import CANCELLED, Agent, run_turn
@@ -521,10 +522,11 @@ class Room:
                 text = render("worker.md.j2", name=spec.name, description=spec.description,
                               instructions=spec.instructions, tools=tools.names(), interactive=spec.interactive,
                               memory=memory)
-            member.prompt = (inputs, text)
-        system = member.prompt[1]
+            member.prompt = (inputs, text, estimate(text))
+        _, system, system_tokens = member.prompt
         return Agent(name=member.name, provider=provider, model=model, system=system, tools=tools,
                      workspace=self.workspace, session=self.tool_session, retry=self._retry, cache_key=self.id,
+                     system_tokens=system_tokens,
                      window=window, budget=spec.request_budget, compact_at=spec.compact_at or (info.compact_at if info else 0.8),
                      thinking_budget=spec.thinking.budget_tokens if spec.thinking else None)
 
