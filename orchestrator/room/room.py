@@ -179,7 +179,7 @@ class Room:
         for member in self.members.values():
             member.partition.mark_read()
         tasks = await self.store.tasks(self.id)
-        self.ledger.tasks = {t.id: t for t in tasks}
+        self.ledger.load(tasks)
         for t in self.ledger.running():  # its worker died with the process
             await self.ledger.close(t.id, "cancelled", "interrupted by a restart")
         if self.floor not in self.members:
@@ -510,7 +510,7 @@ class Room:
         if member.name == COMMANDER:
             for t in self._commander_tools:
                 tools.add(t)
-            roster, ledger = self.roster(), list(self.ledger.tasks.values())[-20:]
+            roster, ledger = self.roster(), self.ledger.recent(20)
             inputs = ("commander", tools.names(), memory, self.floor, [a.name for a in roster], ledger)
         else:
             inputs = ("worker", tools.names(), memory)
