@@ -44,7 +44,8 @@ from orchestrator.room.room import COMMANDER  # noqa: E402
 from orchestrator.store.db import Store  # noqa: E402
 from orchestrator.team.schema import AgentDef, Team  # noqa: E402
 
-GRID = [(n, lat, mode) for lat in (0.05, 1.0) for mode in ("busy", "pause") for n in (10, 100, 1_000, 2_000)]
+GRID = [(100, 0.0, "busy")] + [(n, lat, mode) for lat in (0.05, 1.0) for mode in ("busy", "pause")
+                               for n in (10, 100, 1_000, 2_000)]  # first: CPU-bound throughput
 CALLS = itertools.count()
 
 
