@@ -133,7 +133,7 @@ class Room:
         team = team or msgspec.convert(record.meta.get("team", {}), Team)
         check_team(team)
         workspace = Path(record.meta.get("workspace") or Path.cwd())
-        messages = await store.load(record.id)
+        messages = await store.load(record.id, size=record.messages)
         async with cls._running_room(store, record, team, resolve, workspace, retry, messages, on_event,
                                      can_confirm, knowledge, models, mcp) as room:
             yield room

@@ -35,6 +35,9 @@ _ROOMS = ("SELECT r.*, (SELECT count(*) FROM messages m WHERE m.room = r.id) AS 
           "FROM rooms r {where} ORDER BY r.created, r.rowid")
 
 
+SMALL_ROOM = 200  # messages: loading (and healing) that many holds the event loop about as long as a few appends
+
+
 class RoomRecord(msgspec.Struct, kw_only=True):
     id: str
     name: str
@@ -139,13 +142,16 @@ class Store:
 
         return await self._now(select)
 
-    async def load(self, room_id: str) -> list[Message]:
+    async def load(self, room_id: str, *, size: int | None = None) -> list[Message]:
         """Heal the room's history (S2) in one transaction, then return it in seq order.
 
-        A read-only store heals a copy of the room in memory: the file is only read.
+        A read-only store heals a copy of the room in memory: the file is only read. A room of `size`
+        messages at most SMALL_ROOM (its record says how many) is loaded on the event loop, like an append.
         """
         if self.readonly:
             return await self._run(_healed_copy, self._db, room_id)
+        if size is not None and size <= SMALL_ROOM:
+            return await self._now(_heal, self._db, room_id)
         return await self._run(_heal, self._db, room_id)
 
     async def call(self, fn: Callable[..., T], *args: Any, small: bool = False) -> T:
