@@ -120,3 +120,21 @@ async def test_unknown_room_and_no_team_are_input_errors(store, tmp_path):
             await host.ask("nope", "hi")
         with pytest.raises(InputError, match="needs a team"):
             await host.ask(None, "hi")
+
+
+async def test_hooks_and_a_resolver_per_room(store, tmp_path):
+    models: list[Relay] = []
+    opened, closed = [], []
+
+    def resolver():
+        models.append(Relay())
+        return lambda _m: (models[-1], "relay")
+
+    async with RoomHost.open(store, None, team=_team(), resolver=resolver, idle_close=None,
+                             on_open=opened.append, on_close=closed.append) as host:
+        first, _ = await host.ask(None, "one", workspace=tmp_path)
+        second, _ = await host.ask(None, "two", workspace=tmp_path)
+        await trio.sleep(0.1)
+        assert set(host.rooms) == {first.id, second.id}  # idle_close=None: kept open
+        assert [m.calls for m in models] == [3, 3] and opened == [first, second] and not closed
+    assert set(closed) == {first, second}

@@ -6,11 +6,13 @@ rebuilt), so the process keeps only the histories of rooms that were used lately
 """
 from __future__ import annotations
 
+import math
 from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import AsyncIterator, Callable
 
+import structlog
 import trio
 
 from orchestrator.core.errors import InputError
@@ -21,6 +23,8 @@ from orchestrator.memory.knowledge import KnowledgeBase, SqliteKnowledgeBase
 from orchestrator.room.room import Catalog, Resolve, Room
 from orchestrator.store.db import Store
 from orchestrator.team.schema import Team
+
+log = structlog.get_logger(__name__)
 
 IDLE_CLOSE = 60.0  # seconds a room stays open with nobody using it and no agent running
 
@@ -37,17 +41,21 @@ class RoomHost:
     """The rooms of one store that this process has open. Use it inside `async with RoomHost.open(...)`.
 
     `team` (when given) is the team every room runs, as `Room.open(team=...)`; else each room's stored
-    team. `on_open(room)` runs for each room as it opens (subscribe to its events there).
+    team. `resolver()`, when given, makes each room its own `resolve` (a scripted play restarts its script
+    in every room). `on_open(room)` runs for each room as it opens (subscribe to its events there),
+    `on_close(room)` once it has closed. `idle_close=None` keeps rooms open until the host closes.
     """
 
     def __init__(self, store: Store, resolve: Resolve, nursery: trio.Nursery, knowledge: KnowledgeBase, *,
                  team: Team | None = None, models: Catalog | None = None, mcp: Hub | None = None,
-                 retry: RetryPolicy = RetryPolicy(), idle_close: float = IDLE_CLOSE,
-                 on_open: Callable[[Room], None] | None = None):
+                 retry: RetryPolicy = RetryPolicy(), can_confirm: bool = False,
+                 idle_close: float | None = IDLE_CLOSE, resolver: Callable[[], Resolve] | None = None,
+                 on_open: Callable[[Room], None] | None = None, on_close: Callable[[Room], None] | None = None):
         self.store, self.team, self.idle_close = store, team, idle_close
-        self._resolve, self._nursery, self._knowledge = resolve, nursery, knowledge
-        self._common = dict(retry=retry, knowledge=knowledge, models=models, mcp=mcp)
-        self._on_open = on_open
+        self._resolver = resolver or (lambda: resolve)
+        self._nursery, self._knowledge = nursery, knowledge
+        self._common = dict(retry=retry, knowledge=knowledge, models=models, mcp=mcp, can_confirm=can_confirm)
+        self._on_open, self._on_close = on_open, on_close
         self._open: dict[str, _Open] = {}
         self._opening: dict[str, trio.Event] = {}  # room id -> set once it is open (or failed to open)
 
@@ -104,7 +112,7 @@ class RoomHost:
             return held
         self._opening[record.id] = opening = trio.Event()
         try:
-            opened = Room.open(self.store, record.id, self._resolve, team=self.team, **self._common)
+            opened = Room.open(self.store, record.id, self._resolver(), team=self.team, **self._common)
             return await self._nursery.start(self._hold, opened)
         finally:
             del self._opening[record.id]
@@ -114,13 +122,13 @@ class RoomHost:
         team = team or self.team
         if team is None:
             raise InputError("a new room needs a team: this host has none of its own")
-        return await self._nursery.start(self._hold, Room.create(self.store, team, self._resolve, name=name,
+        return await self._nursery.start(self._hold, Room.create(self.store, team, self._resolver(), name=name,
                                                                  workspace=workspace, **self._common))
 
     async def _hold(self, opened, task_status=trio.TASK_STATUS_IGNORED) -> None:
         """Keep one room open (for the user who opened it) until nobody has used it for `idle_close`
         seconds, no agent is running and no shell job is alive."""
-        closing = None
+        held = closing = None
         try:
             async with opened as room:
                 held = _Open(room, users=1)
@@ -135,10 +143,16 @@ class RoomHost:
                     # from the store, which by then holds everything this room wrote.
                     del self._open[room.id]
                     self._opening[room.id] = closing = trio.Event()
+        except Exception:
+            if held is None:
+                raise  # it did not open: the caller hears why
+            log.exception("room closed by an error", room=held.room.id)  # the other rooms go on
         finally:
             if closing is not None:
                 del self._opening[held.room.id]
                 closing.set()
+                if self._on_close:
+                    self._on_close(held.room)
 
     async def _until_idle(self, held: _Open) -> None:
         room = held.room
@@ -150,7 +164,7 @@ class RoomHost:
             await room.idle()  # work that no user waits for (a background report) keeps it open too
             if held.users:
                 continue
-            with trio.move_on_at(held.last + self.idle_close):
+            with trio.move_on_at(math.inf if self.idle_close is None else held.last + self.idle_close):
                 await held.wake.wait()  # a user came and left: count again from then
                 continue
             if not (held.users or room.busy or room.jobs):
