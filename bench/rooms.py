@@ -101,8 +101,9 @@ async def run(n: int, latency: float, mode: str, seconds: float, pause: float,
     with tempfile.TemporaryDirectory(prefix="bench-rooms-") as tmp:
         store = await Store.open(Path(tmp) / "rooms.db")
         try:
-            async with RoomHost.open(store, lambda _m: (model, "relay"), team=team(),
-                                     idle_close=3600) as host:
+            closed: list[str] = []
+            async with RoomHost.open(store, lambda _m: (model, "relay"), team=team(), idle_close=3600,
+                                     on_close=lambda room: closed.append(room.id)) as host:
                 await host.ask(None, "warm up", workspace=Path(tmp))  # templates, schemas, first imports
                 gc.collect()
                 rss0 = rss_kb()
@@ -154,7 +155,7 @@ async def run(n: int, latency: float, mode: str, seconds: float, pause: float,
                 for room in list(host.rooms.values()):
                     async with host.room(room.id):
                         pass
-                while host.rooms:
+                while len(closed) < n + 1:  # every room (and the warm-up one) closed, not just closing
                     await trio.sleep(0.01)
                 gc.collect()
                 out["rss_parked_kb"] = (rss_kb() - rss0) / n
