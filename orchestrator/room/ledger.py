@@ -38,10 +38,15 @@ class Ledger:
         (self._running.add if running else self._running.discard)(rec.id)
         (self._unread.add if not running and rec.background and not rec.read else self._unread.discard)(rec.id)
 
-    async def open(self, agent: str, kind: str, task: str, *, background: bool = False) -> TaskRecord:
-        rec = TaskRecord(id="t" + uuid.uuid4().hex[:6], room=self._room, agent=agent, kind=kind,
-                         status="running", task=task, background=background, created=time.time())
-        return await self._put(rec)
+    def new(self, agent: str, kind: str, task: str, *, background: bool = False) -> TaskRecord:
+        """A running task, not stored yet: the bus commits it with its assignment, then `opened` says so."""
+        return TaskRecord(id="t" + uuid.uuid4().hex[:6], room=self._room, agent=agent, kind=kind,
+                          status="running", task=task, background=background, created=time.time())
+
+    def opened(self, rec: TaskRecord) -> TaskRecord:
+        self._index(rec)
+        self._announce(rec)
+        return rec
 
     async def close(self, task_id: str, status: str, result: str = "", *, read: bool = False) -> TaskRecord:
         rec = self.tasks[task_id]
@@ -69,13 +74,15 @@ class Ledger:
     def _oldest_first(self, ids: set[str]) -> list[TaskRecord]:
         return [self.tasks[i] for i in sorted(ids, key=self._order.__getitem__)]
 
-    async def _put(self, rec: TaskRecord, announce: bool = True) -> TaskRecord:
+    async def _put(self, rec: TaskRecord) -> TaskRecord:
         self._index(rec)
         await self._store.put_task(rec)
-        if announce:
-            self._publish(TaskEvent(ts=time.time(), room=self._room, task_id=rec.id, agent=rec.agent,
-                                    kind=rec.kind, status=rec.status))
+        self._announce(rec)
         return rec
+
+    def _announce(self, rec: TaskRecord) -> None:
+        self._publish(TaskEvent(ts=time.time(), room=self._room, task_id=rec.id, agent=rec.agent,
+                                kind=rec.kind, status=rec.status))
 
 
 def _fields(rec: TaskRecord) -> dict:

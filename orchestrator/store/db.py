@@ -119,21 +119,23 @@ class Store:
     async def set_floor(self, room_id: str, owner: str) -> None:
         await self._now(self._set_room, room_id, "floor", owner)
 
-    async def append(self, room_id: str, draft: Draft) -> Message:
-        return (await self.append_many(room_id, [draft]))[0]
+    async def append(self, room_id: str, draft: Draft, *, task: TaskRecord | None = None) -> Message:
+        """Commit one message; with `task`, that task's row in the same transaction (an assignment)."""
+        return (await self.append_many(room_id, [draft], task=task))[0]
 
-    async def append_many(self, room_id: str, drafts: list[Draft]) -> list[Message]:
+    async def append_many(self, room_id: str, drafts: list[Draft], *,
+                          task: TaskRecord | None = None) -> list[Message]:
         def insert() -> list[Message]:
             with immediate(self._db):
+                if task is not None:
+                    self._db.conn.execute(_UPSERT_TASK, _task_row(task))
                 return _insert(self._db, room_id, drafts)
 
         return await self._now(insert)
 
     async def put_task(self, task: TaskRecord) -> None:
         """Insert or update by id; the first `created` is kept, `updated` is now."""
-        now = time.time()
-        row = msgspec.structs.asdict(task) | {"created": task.created or now, "updated": now}
-        await self._now(self._db.execute, _UPSERT_TASK, row)
+        await self._now(self._db.execute, _UPSERT_TASK, _task_row(task))
 
     async def tasks(self, room_id: str) -> list[TaskRecord]:
         def select() -> list[TaskRecord]:
@@ -245,6 +247,11 @@ def _insert(db: sqlite_utils.Database, room_id: str, drafts: list[Draft]) -> lis
 # The same rule as the loop above for one message: a ts after the last one, now if the clock allows.
 _NEXT_SEQ = ("UPDATE rooms SET last_seq = last_seq + 1, last_ts = CASE WHEN ?1 > last_ts THEN ?1 "
              "ELSE last_ts + 1e-6 END WHERE id = ?2 RETURNING last_seq, last_ts")
+
+
+def _task_row(task: TaskRecord) -> dict:
+    now = time.time()
+    return msgspec.structs.asdict(task) | {"created": task.created or now, "updated": now}
 
 
 def _message(room_id: str, seq: int, ts: float, draft: Draft) -> Message:
