@@ -138,3 +138,21 @@ async def test_hooks_and_a_resolver_per_room(store, tmp_path):
         assert set(host.rooms) == {first.id, second.id}  # idle_close=None: kept open
         assert [m.calls for m in models] == [3, 3] and opened == [first, second] and not closed
     assert set(closed) == {first, second}
+
+
+async def test_a_shell_job_keeps_an_idle_room_open_until_it_ends(store, tmp_path):
+    async with RoomHost.open(store, lambda _m: (Relay(), "relay"), team=_team(), idle_close=0.05) as host:
+        ended = trio.Event()
+
+        async def job() -> None:
+            await trio.sleep(0.5)
+            ended.set()
+
+        async with host.room(None, workspace=tmp_path) as room:
+            room.spawn_job(job)
+        await trio.sleep(0.3)
+        assert room.id in host.rooms and not ended.is_set()
+        with trio.fail_after(5):
+            while room.id in host.rooms:
+                await trio.sleep(0.05)
+        assert ended.is_set()  # it ran to its end: the room was not closed under it

@@ -27,6 +27,7 @@ from orchestrator.team.schema import Team
 log = structlog.get_logger(__name__)
 
 IDLE_CLOSE = 60.0  # seconds a room stays open with nobody using it and no agent running
+JOB_POLL = 1.0  # seconds between looks at an idle room's shell jobs (their end wakes nobody here)
 
 
 @dataclass(eq=False)
@@ -58,6 +59,7 @@ class RoomHost:
         self._on_open, self._on_close = on_open, on_close
         self._open: dict[str, _Open] = {}
         self._opening: dict[str, trio.Event] = {}  # room id -> set once it is open (or failed to open)
+        self._closing = False  # the host is closing: shell jobs no longer keep rooms open
 
     @classmethod
     @asynccontextmanager
@@ -69,7 +71,7 @@ class RoomHost:
             try:
                 yield host
             finally:
-                host.idle_close = 0
+                host.idle_close, host._closing = 0, True
                 for held in list(host._open.values()):
                     held.wake.set()
 
@@ -167,6 +169,7 @@ class RoomHost:
             with trio.move_on_at(math.inf if self.idle_close is None else held.last + self.idle_close):
                 await held.wake.wait()  # a user came and left: count again from then
                 continue
-            if not (held.users or room.busy or room.jobs):
+            if not (held.users or room.busy or (room.jobs and not self._closing)):
                 return
-            held.last = trio.current_time()  # a shell job is still alive: look again later
+            if room.jobs and not (held.users or room.busy):
+                await trio.sleep(JOB_POLL)  # a shell job is still alive: the room stays until it ends
