@@ -34,7 +34,7 @@ COMMANDS = {
     "models": ("orchestrator.cli.models", "add_parser", "list configured providers and endpoints and check "
                                                           "their keys"),
     "rooms": ("orchestrator.cli.rooms", "add_parsers", "list stored rooms: chat rooms and scenario runs"),
-    "show": ("orchestrator.cli.rooms", "add_parsers", "print a stored room's transcript (healing it)"),
+    "show": ("orchestrator.cli.rooms", "add_parsers", "print a stored room's transcript (healed for display)"),
     "export": ("orchestrator.cli.rooms", "add_parsers", "write a stored room's transcript"),
     "tokens": ("orchestrator.cli.tokens", "add_parser", "estimate the tokens of files, as the engine counts them"),
     "kb": ("orchestrator.cli.kb", "add_parser", "the knowledge base: add, search, list and remove documents"),
