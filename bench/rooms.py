@@ -12,6 +12,8 @@ CPU ms per line (all threads), RSS per open room (one line of history each), RSS
     .venv/bin/python bench/rooms.py                                  # the issue's grid (~10 min)
     .venv/bin/python bench/rooms.py --rooms 100 --latency 0 --seconds 5   # CPU-bound throughput
     .venv/bin/python bench/rooms.py --rooms 200 --latency 0.05 --profile  # cProfile of one run
+    .venv/bin/python bench/rooms.py --rooms 1000 --latency 0.05 --mode busy --heap  # Python heap per room
+    (with BENCH_HEAP_TOP=1, --heap also prints what is still allocated once the rooms are closed)
 """
 from __future__ import annotations
 
