@@ -155,3 +155,29 @@ def test_check_reports_each_file(tmp_path):
 def test_python_dash_m_and_help():
     out = cli("--help")
     assert out.returncode == 0 and "run" in out.stdout and "export" in out.stdout
+
+
+def test_help_lists_every_command_from_the_table_and_imports_none():
+    """`orchestrator --help` builds no command's parser; each listed line is the command's own help."""
+    from orchestrator.cli.main import COMMANDS, parser
+
+    full = parser([], full=True)
+    subs = next(a for a in full._actions if a.dest == "command")
+    assert list(subs.choices) == list(COMMANDS)
+    for pseudo in subs._choices_actions:
+        assert pseudo.help == COMMANDS[pseudo.dest][2], pseudo.dest
+    code = ("import sys; from orchestrator.cli.main import main\n"
+            "try: main(['--help'])\nexcept SystemExit: pass\n"
+            "print(sorted(m for m in sys.modules if m.startswith(('orchestrator.room', 'orchestrator.scenario', "
+            "'orchestrator.memory', 'orchestrator.store', 'orchestrator.cli.'))))")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
+    assert out.strip().splitlines()[-1] == "['orchestrator.cli.main']"
+
+
+def test_one_command_builds_only_its_module(tmp_path):
+    code = ("import sys; from orchestrator.cli.main import parser\n"
+            "a = parser(['--debug', 'show', 'abc', '--db', 'x.db'])\n"
+            "print(a.parse_args(['--debug', 'show', 'abc', '--db', 'x.db']).room, "
+            "'orchestrator.cli.kb' in sys.modules, 'orchestrator.cli.rooms' in sys.modules)")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
+    assert out.split() == ["abc", "False", "True"]

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import argparse
 import copy as _copy
+import importlib
 import importlib.metadata
 import os
 import shutil
@@ -17,15 +18,35 @@ import textwrap
 import structlog
 import trio
 
-from orchestrator.cli import kb, mcp, memory, models, rooms, run, tokens
-from orchestrator.cli.chat import command as chat
 from orchestrator.core.errors import InputError
 from orchestrator.core.log import configure
 
 log = structlog.get_logger(__name__)
 
+# Every command: its module, the function there that adds its parser, and its one-line help. Only the
+# module of the command being run is imported (--help lists the others from here, test_cli checks the
+# help is the module's own), so that `orchestrator --help` loads no room, store or scenario runner.
+COMMANDS = {
+    "chat": ("orchestrator.cli.chat.command", "add_parser", "talk with a room interactively"),
+    "run": ("orchestrator.cli.run", "add_parsers", "play a scenario and check its expectations"),
+    "check": ("orchestrator.cli.run", "add_parsers", "play scenarios and report pass/fail for each"),
+    "scenarios": ("orchestrator.cli.run", "add_parsers", "list the shipped scenarios"),
+    "models": ("orchestrator.cli.models", "add_parser", "list configured providers and endpoints and check "
+                                                          "their keys"),
+    "rooms": ("orchestrator.cli.rooms", "add_parsers", "list stored rooms: chat rooms and scenario runs"),
+    "show": ("orchestrator.cli.rooms", "add_parsers", "print a stored room's transcript (healed for display)"),
+    "export": ("orchestrator.cli.rooms", "add_parsers", "write a stored room's transcript"),
+    "tokens": ("orchestrator.cli.tokens", "add_parser", "estimate the tokens of files, as the engine counts them"),
+    "kb": ("orchestrator.cli.kb", "add_parser", "the knowledge base: add, search, list and remove documents"),
+    "memory": ("orchestrator.cli.memory", "add_parser", "see and change the saved profile and notes"),
+    "mcp": ("orchestrator.cli.mcp", "add_parser", "MCP: list the configured servers, or serve the team as an "
+                                                  "MCP server"),
+}
 
-def parser() -> argparse.ArgumentParser:
+
+def parser(argv: list[str] | None = None, *, full: bool = False) -> argparse.ArgumentParser:
+    """The parser for `argv`: the command named there is built in full, the others only listed
+    (`full` builds every command, for tests and documentation)."""
     p = argparse.ArgumentParser(
         prog="orchestrator", description="A multi-agent group-chat orchestrator: a commander hosts a room and "
         "hands work to its agents. Start with `orchestrator chat`, or play a shipped scenario: "
@@ -34,14 +55,28 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument("--debug", action="store_true", help="detailed logs and tracebacks")
     p.add_argument("--log-json", metavar="FILE", help="write logs as JSON lines to FILE")
     sub = p.add_subparsers(dest="command", metavar="COMMAND")
-    chat.add_parser(sub)
-    run.add_parsers(sub)
-    models.add_parser(sub)
-    rooms.add_parsers(sub)
-    for module in (tokens, kb, memory, mcp):
-        module.add_parser(sub)
+    named = _command(sys.argv[1:] if argv is None else argv)
+    wanted = {entry[:2] for name, entry in COMMANDS.items() if full or name == named}
+    for name, (module, adder, help_) in COMMANDS.items():
+        if name in sub.choices:  # added with an earlier command of its module
+            continue
+        if (module, adder) in wanted:
+            getattr(importlib.import_module(module), adder)(sub)
+        else:
+            sub.add_parser(name, help=help_, add_help=False)
     _anywhere(p, [a for a in p._actions if a.dest in ("debug", "log_json")])
     return p
+
+
+def _command(argv: list[str]) -> str | None:
+    """The command word in argv: its first word that is not an option or the value of --log-json."""
+    words = iter(argv)
+    for word in words:
+        if word == "--log-json":
+            next(words, None)
+        elif not word.startswith("-"):
+            return word
+    return None
 
 
 def _anywhere(group: argparse.ArgumentParser, inherited: list[argparse.Action]) -> None:
@@ -91,7 +126,7 @@ def _version() -> str:
 
 def main(argv: list[str] | None = None) -> int:
     try:
-        p = parser()
+        p = parser(argv)
         args = p.parse_args(argv)
         if args.command is None:  # bare `orchestrator`: what it can do
             p.print_help()

@@ -1,13 +1,12 @@
 """`orchestrator mcp serve`: the team as an MCP server over stdio, so Claude Desktop, an IDE or another
 agent can use it: `ask_team` (with progress notifications), `list_rooms`, `read_room`.
 
-Imported only by that command (it loads the `mcp` SDK). Rooms live in the command's own nursery, not
-in a request: a client's cancellation stops the room through the group stop and leaves it usable.
+Imported only by that command (it loads the `mcp` SDK). Rooms live on a `RoomHost`, not in a request:
+a client's cancellation stops the room through the group stop and leaves it usable.
 """
-from contextlib import AsyncExitStack
-from dataclasses import dataclass, field
+from contextlib import AsyncExitStack, asynccontextmanager
 from pathlib import Path
-from typing import Any
+from typing import Any, AsyncIterator
 
 import trio
 from mcp.server.mcpserver import Context, MCPServer
@@ -16,6 +15,7 @@ from mcp_types import CallToolResult, TextContent, ToolAnnotations
 from orchestrator.core.errors import InputError
 from orchestrator.core.events import Event, MessageEvent, ToolStart
 from orchestrator.core.types import Message
+from orchestrator.room.host import RoomHost
 from orchestrator.room.room import USER, Room
 from orchestrator.store.db import Store
 
@@ -24,50 +24,32 @@ INSTRUCTIONS = ("A team of AI agents under a commander. Give `ask_team` a line a
 STOPPED = "cancelled by the MCP client"
 
 
-@dataclass
-class _Held:
-    room: Room
-    scope: trio.CancelScope
-    listeners: list = field(default_factory=list)  # progress senders of the calls now waiting on this room
-
-
 class Rooms:
-    """The rooms this server has opened, each held open by a task of the server's nursery."""
+    """The server's rooms, on a `RoomHost`: opened when a call uses them, closed again once idle. A call's
+    progress comes from the events of its room, fanned out to every call now waiting on it."""
 
-    def __init__(self, store: Store, setup: Any, nursery: trio.Nursery, mcp_hub: Any):
-        self.store, self.setup, self.nursery, self.hub = store, setup, nursery, mcp_hub
-        self.held: dict[str, _Held] = {}
-        self._lock = trio.Lock()
+    def __init__(self, store: Store, setup: Any):
+        self.store, self.setup = store, setup
+        self.host: RoomHost | None = None  # set once the host is open
+        self.listeners: dict[str, list] = {}  # room id -> progress senders of the calls waiting on it
 
-    async def room(self, ref: str | None) -> _Held:
-        async with self._lock:
-            if ref is not None:
-                record = await self.store.room(ref)
-                if record is None:
-                    raise InputError(f"no room {ref!r}; list_rooms shows the rooms there are")
-                if record.id in self.held:
-                    return self.held[record.id]
-            held = await self.nursery.start(self._hold, ref)
-            self.held[held.room.id] = held
-            return held
+    def opened(self, room: Room) -> None:
+        room.subscribe(lambda ev: _fan_out(self.listeners.get(room.id, ()), ev))
 
-    async def _hold(self, ref: str | None, task_status) -> None:
-        common = dict(models=self.setup.models, mcp=self.hub)
-        with trio.CancelScope() as scope:
-            if ref is None:
-                opened = Room.create(self.store, self.setup.team, self.setup.resolve, name=self.setup.name,
-                                     workspace=self.setup.workspace, **common)
-            else:
-                opened = Room.open(self.store, ref, self.setup.resolve, team=self.setup.team, **common)
-            async with opened as room:
-                held = _Held(room, scope)
-                room.subscribe(lambda ev: _fan_out(held, ev))
-                task_status.started(held)
-                await trio.sleep_forever()
+    @asynccontextmanager
+    async def room(self, ref: str | None) -> AsyncIterator[Room]:
+        if ref is not None and ref not in self.host.rooms and await self.store.room(ref) is None:
+            raise InputError(f"no room {ref!r}; list_rooms shows the rooms there are")
+        async with self.host.room(ref, name=self.setup.name, workspace=self.setup.workspace) as room:
+            yield room
+
+    def busy(self, room_id: str) -> bool:
+        room = self.host.rooms.get(room_id)
+        return room is not None and room.busy
 
 
-def _fan_out(held: _Held, ev: Event) -> None:
-    for send in list(held.listeners):
+def _fan_out(listeners, ev: Event) -> None:
+    for send in list(listeners):
         try:
             send.send_nowait(ev)
         except trio.WouldBlock:  # a slow client misses a progress step, never the answer
@@ -106,35 +88,38 @@ def build(rooms: Rooms) -> MCPServer:
     async def ask_team(line: str, ctx: Context, room: str | None = None) -> CallToolResult:
         if not line.strip():
             return _error("`line` is empty: say what the team should do")
+        send, receive = trio.open_memory_channel(256)
         try:
-            held = await rooms.room(room)
+            async with rooms.room(room) as opened:
+                listeners = rooms.listeners.setdefault(opened.id, [])
+                listeners.append(send)
+                answered = False
+                try:
+                    msg = await opened.post(line)
+                    async with trio.open_nursery() as progress:
+                        progress.start_soon(_report, receive, ctx)
+                        await opened.idle()
+                        progress.cancel_scope.cancel()
+                    answered = True
+                finally:
+                    listeners.remove(send)
+                    if not listeners:
+                        del rooms.listeners[opened.id]
+                    if not answered:  # the client cancelled (or the call broke): the group stop, shielded
+                        with trio.CancelScope(shield=True):
+                            await opened.stop(STOPPED)
         except InputError as exc:
             return _error(str(exc))
-        send, receive = trio.open_memory_channel(256)
-        held.listeners.append(send)
-        answered = False
-        try:
-            msg = await held.room.post(line)
-            async with trio.open_nursery() as progress:
-                progress.start_soon(_report, receive, ctx)
-                await held.room.idle()
-                progress.cancel_scope.cancel()
-            answered = True
-        finally:
-            held.listeners.remove(send)
-            if not answered:  # the client cancelled (or the call broke): the group stop, shielded to complete
-                with trio.CancelScope(shield=True):
-                    await held.room.stop(STOPPED)
-        said = _answer(await rooms.store.load(held.room.id), msg.seq)
+        said = _answer(await rooms.store.load(opened.id), msg.seq)
         text = "\n\n".join(f"{m['author']}: {m['text']}" for m in said) or "(the team said nothing)"
-        return _result({"room": held.room.id, "messages": said, "answer": said[-1]["text"] if said else ""},
-                       f"{text}\n\n[room {held.room.id}]")
+        return _result({"room": opened.id, "messages": said, "answer": said[-1]["text"] if said else ""},
+                       f"{text}\n\n[room {opened.id}]")
 
     @server.tool(description="The rooms in this server's database, newest last.",
                  annotations=ToolAnnotations(readOnlyHint=True), structured_output=False)
     async def list_rooms() -> CallToolResult:
         listed = [{"id": r.id, "name": r.name, "floor": r.floor, "messages": r.messages,
-                   "busy": r.id in rooms.held and rooms.held[r.id].room.busy} for r in await rooms.store.rooms()]
+                   "busy": rooms.busy(r.id)} for r in await rooms.store.rooms()]
         lines = [f"{r['id']}  {r['name']}  floor={r['floor']}  {r['messages']} messages"
                  + ("  (working)" if r["busy"] else "") for r in listed]
         return _result({"rooms": listed}, "\n".join(lines) or "(no rooms yet)")
@@ -169,8 +154,11 @@ async def serve(args, setup_fn) -> int:
         store = await Store.open(db)
         stack.push_async_callback(store.close)
         setup = await setup_fn(args, store, stack)
-        async with trio.open_nursery() as nursery:
-            rooms = Rooms(store, setup, nursery, setup.mcp)
+        rooms = Rooms(store, setup)
+        async with RoomHost.open(store, setup.resolve, team=setup.team, models=setup.models, mcp=setup.mcp,
+                                 on_open=rooms.opened) as rooms.host:
             await build(rooms).run_stdio_async()
-            nursery.cancel_scope.cancel()
+            for room in list(rooms.host.rooms.values()):  # the client left: nobody waits for that work
+                if room.busy:
+                    await room.stop("the MCP client left")
     return 0

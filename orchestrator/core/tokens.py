@@ -5,6 +5,7 @@ A weighted sum of byte-class counts, fitted against cl100k_base and a Claude-sty
 from __future__ import annotations
 
 import math
+import operator
 
 # How it works. BPE tokenizers split text into words, digit groups, punctuation runs and whitespace
 # runs, then cut each piece by a vocabulary learned mostly on English and code. So the cost of text
@@ -205,4 +206,4 @@ def estimate(text: str) -> int:
     """Tokens `text` will take, erring high: within about -5%/+30% of real BPE counts on long text."""
     if not text:
         return 0
-    return max(1, math.ceil(sum(w * n for w, n in zip(WEIGHTS, features(text)))))
+    return max(1, math.ceil(sum(map(operator.mul, WEIGHTS, features(text)))))

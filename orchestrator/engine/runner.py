@@ -68,10 +68,13 @@ class Agent:
     budget: int | None = None  # tokens per request (E7); default: the window less an output reserve
     compact_at: float = 0.8  # share of the window that triggers compaction (E5)
     session: ToolSession | None = None  # what tools share; alone, a session over `workspace`
+    system_tokens: int = -1  # the system prompt's estimate, when the caller keeps it; else estimated here
 
     def __post_init__(self) -> None:
         if self.session is None:
             self.session = ToolSession(self.workspace)
+        if self.system_tokens < 0:
+            self.system_tokens = _system_tokens(self.system)
 
     @property
     def request_budget(self) -> int:
@@ -79,7 +82,7 @@ class Agent:
 
 
 # A member's system prompt is the same turn after turn until its inputs change (roster, floor, ledger,
-# memory): estimated once per distinct text, not once per turn.
+# memory): estimated once per distinct text, not once per turn (a room keeps its own: Agent.system_tokens).
 _system_tokens = lru_cache(maxsize=256)(estimate)
 
 
@@ -103,7 +106,7 @@ async def run_turn(agent: Agent, partition: Partition, commit: Commit, meter: Me
         while True:
             # Read every round: a tool may add tools for the next request (find_tools loads MCP schemas).
             specs = agent.tools.specs()
-            fixed = _system_tokens(agent.system) + agent.tools.spec_tokens()
+            fixed = agent.system_tokens + agent.tools.spec_tokens()
             if meter:
                 meter.on_call(agent.name)
             await trio.lowlevel.checkpoint_if_cancelled()  # a stop (or a limit just hit) sends nothing more

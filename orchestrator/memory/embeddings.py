@@ -7,17 +7,16 @@ from collections.abc import Sequence
 from types import ModuleType
 from typing import TYPE_CHECKING, Protocol
 
-import httpx
 import msgspec
 import trio
 
 from orchestrator.core import errors as E
 from orchestrator.core.errors import InputError
 from orchestrator.core.retry import RetryPolicy
-from orchestrator.providers import http
 from orchestrator.providers.config import Config
 
 if TYPE_CHECKING:
+    import httpx
     import numpy as np
 
 ENV_MODEL = "ORCHESTRATOR_EMBED_MODEL"  # PROVIDER/MODEL, until config.toml has an [embeddings] table
@@ -73,7 +72,12 @@ class HttpEmbedder:
         self._dimensions = dimensions
         self._retry = retry
         self._own_client = client is None
-        self._client = client or httpx.AsyncClient(timeout=http.TIMEOUT)
+        if client is None:  # httpx is loaded here, not with the knowledge base: most rooms never embed
+            import httpx
+
+            from orchestrator.providers import http
+            client = httpx.AsyncClient(timeout=http.TIMEOUT)
+        self._client = client
 
     async def __aenter__(self) -> HttpEmbedder:
         return self
@@ -112,6 +116,9 @@ class HttpEmbedder:
             attempt += 1
 
     async def _post(self, batch: list[str]) -> np.ndarray:
+        import httpx
+
+        from orchestrator.providers import http
         body: dict = {"model": self._wire_model, "input": batch}
         if self._dimensions:
             body["dimensions"] = self._dimensions
@@ -141,6 +148,7 @@ class HttpEmbedder:
         return out
 
     def _http_error(self, resp: httpx.Response) -> E.ProviderError:
+        from orchestrator.providers import http
         text = resp.text[:1000] if resp.content else resp.reason_phrase
         try:
             payload = msgspec.json.decode(resp.content)

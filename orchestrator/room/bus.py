@@ -12,7 +12,7 @@ import trio
 from orchestrator.core.events import Event, message_event
 from orchestrator.core.types import Draft, Message, TextBlock
 from orchestrator.room.members import ROOM, Member
-from orchestrator.store.db import Store
+from orchestrator.store.db import Store, TaskRecord
 
 
 class Bus:
@@ -30,13 +30,14 @@ class Bus:
         for fn in self._subscribers:
             fn(ev)
 
-    async def post(self, draft: Draft, notify: tuple[str, ...] = ()) -> Message:
+    async def post(self, draft: Draft, notify: tuple[str, ...] = (), *, task: TaskRecord | None = None) -> Message:
         """Commit a message: store, partitions of everyone allowed to see it, then subscribers.
 
-        Only the members in `notify` are asked to answer it; the others just see it (G3).
+        Only the members in `notify` are asked to answer it; the others just see it (G3). `task` (an
+        assignment's ledger entry) is committed with it, in one transaction.
         """
         async with self._lock:
-            msg = await self._store.append(self._room, draft)
+            msg = await self._store.append(self._room, draft, task=task)
             for viewer in msg.visible_to:
                 member = self._members.get(viewer)
                 if member is not None:

@@ -17,6 +17,7 @@ from orchestrator.room.bus import Bus
 from orchestrator.room.ledger import Ledger
 from orchestrator.room.lines import Lines
 from orchestrator.room.members import COMMANDER, USER, Member, TurnFailed
+from orchestrator.store.db import TaskRecord
 from orchestrator.team.schema import AgentDef
 from orchestrator.tools.base import Tool, ToolContext, ToolError, ToolOutput
 from orchestrator.trace import semconv as sc
@@ -70,9 +71,13 @@ def _member(room: Host, name: str) -> Member:
     return member
 
 
-async def _assign(room: Host, member: Member, task: str, *, visible_to: list[str]) -> None:
+async def _assign(room: Host, member: Member, task: str, kind: str, *, visible_to: list[str],
+                  background: bool = False) -> TaskRecord:
+    """The task message and its ledger entry, committed together."""
+    rec = room.ledger.new(member.name, kind, task, background=background)
     await room.bus.post(Draft(author=COMMANDER, kind="task", blocks=[TextBlock(render("worker_task.md.j2", task=task))],
-                           visible_to=visible_to))
+                           visible_to=visible_to), task=rec)
+    return room.ledger.opened(rec)
 
 
 async def _work(room: Host, member: Member, task_id: str, mode: str, links: tuple[Span, ...] = ()) -> str:
@@ -95,8 +100,7 @@ def commander_tools(room: Host) -> list[Tool]:
     async def dispatch_to(args: DispatchArgs, ctx: ToolContext) -> str:
         member = _member(room, args.agent)
         background = args.background or any(c.name == "hand_off_to" for c in ctx.siblings)
-        await _assign(room, member, args.task, visible_to=[member.name, USER])
-        rec = await room.ledger.open(member.name, "dispatch", args.task, background=background)
+        rec = await _assign(room, member, args.task, "dispatch", visible_to=[member.name, USER], background=background)
         if not background:
             report = await _work(room, member, rec.id, "foreground")
             return report or f"{member.name} finished task {rec.id} without a report"
@@ -118,14 +122,13 @@ def commander_tools(room: Host) -> list[Tool]:
     async def run_worker(args: WorkerArgs, ctx: ToolContext) -> str:
         if args.agent:
             member = _member(room, args.agent)
-            await _assign(room, member, args.task, visible_to=[member.name, USER])
+            rec = await _assign(room, member, args.task, "worker", visible_to=[member.name, USER])
             mode = "foreground"
         else:
             anonymous = [c.id for c in ctx.siblings if c.name == "run_worker" and not c.input.get("agent")]
             member = room.anonymous_member(ctx.call_id, anonymous)
-            await _assign(room, member, args.task, visible_to=[member.name])
+            rec = await _assign(room, member, args.task, "worker", visible_to=[member.name])
             mode = "hidden"
-        rec = await room.ledger.open(member.name, "worker", args.task)
         return await _work(room, member, rec.id, mode) or f"{member.name} finished without a result"
 
     async def hand_off_to(args: HandOffArgs, ctx: ToolContext) -> ToolOutput:

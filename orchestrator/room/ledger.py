@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import time
 import uuid
+from itertools import islice
 from typing import Callable
 
 from orchestrator.core.events import TaskEvent
@@ -18,12 +19,34 @@ class Ledger:
     def __init__(self, store: Store, room_id: str, publish: Callable[[TaskEvent], None],
                  spawn: Callable[..., None], tasks: list[TaskRecord] = ()):
         self._store, self._room, self._publish, self._spawn = store, room_id, publish, spawn
-        self.tasks: dict[str, TaskRecord] = {t.id: t for t in tasks}
+        self.load(tasks)
 
-    async def open(self, agent: str, kind: str, task: str, *, background: bool = False) -> TaskRecord:
-        rec = TaskRecord(id="t" + uuid.uuid4().hex[:6], room=self._room, agent=agent, kind=kind,
-                         status="running", task=task, background=background, created=time.time())
-        return await self._put(rec)
+    def load(self, tasks: list[TaskRecord]) -> None:
+        """The room's tasks as stored, oldest first."""
+        self.tasks: dict[str, TaskRecord] = {}
+        # Running and unread tasks by id, so that a turn's questions cost what is open, not the room's age.
+        self._running: set[str] = set()
+        self._unread: set[str] = set()
+        self._order: dict[str, int] = {}  # id -> position in `tasks`
+        for t in tasks:
+            self._index(t)
+
+    def _index(self, rec: TaskRecord) -> None:
+        self._order.setdefault(rec.id, len(self._order))
+        self.tasks[rec.id] = rec
+        running = rec.status == "running"
+        (self._running.add if running else self._running.discard)(rec.id)
+        (self._unread.add if not running and rec.background and not rec.read else self._unread.discard)(rec.id)
+
+    def new(self, agent: str, kind: str, task: str, *, background: bool = False) -> TaskRecord:
+        """A running task, not stored yet: the bus commits it with its assignment, then `opened` says so."""
+        return TaskRecord(id="t" + uuid.uuid4().hex[:6], room=self._room, agent=agent, kind=kind,
+                          status="running", task=task, background=background, created=time.time())
+
+    def opened(self, rec: TaskRecord) -> TaskRecord:
+        self._index(rec)
+        self._announce(rec)
+        return rec
 
     async def close(self, task_id: str, status: str, result: str = "", *, read: bool = False) -> TaskRecord:
         rec = self.tasks[task_id]
@@ -34,23 +57,32 @@ class Ledger:
         """Now in memory (a request is being built); on disk soon after, in the room's nursery."""
         for tid in task_ids:
             rec = TaskRecord(**{**_fields(self.tasks[tid]), "read": True})
-            self.tasks[tid] = rec
+            self._index(rec)
             self._spawn(self._store.put_task, rec)
 
     def running(self) -> list[TaskRecord]:
-        return [t for t in self.tasks.values() if t.status == "running"]
+        return self._oldest_first(self._running)
 
     def unread(self) -> list[TaskRecord]:
         """Background tasks that ended and whose report the commander has not had a turn to read."""
-        return [t for t in self.tasks.values() if t.status != "running" and t.background and not t.read]
+        return self._oldest_first(self._unread)
 
-    async def _put(self, rec: TaskRecord, announce: bool = True) -> TaskRecord:
-        self.tasks[rec.id] = rec
+    def recent(self, n: int) -> list[TaskRecord]:
+        """The last n tasks opened, oldest first."""
+        return list(islice(reversed(self.tasks.values()), n))[::-1]
+
+    def _oldest_first(self, ids: set[str]) -> list[TaskRecord]:
+        return [self.tasks[i] for i in sorted(ids, key=self._order.__getitem__)]
+
+    async def _put(self, rec: TaskRecord) -> TaskRecord:
+        self._index(rec)
         await self._store.put_task(rec)
-        if announce:
-            self._publish(TaskEvent(ts=time.time(), room=self._room, task_id=rec.id, agent=rec.agent,
-                                    kind=rec.kind, status=rec.status))
+        self._announce(rec)
         return rec
+
+    def _announce(self, rec: TaskRecord) -> None:
+        self._publish(TaskEvent(ts=time.time(), room=self._room, task_id=rec.id, agent=rec.agent,
+                                kind=rec.kind, status=rec.status))
 
 
 def _fields(rec: TaskRecord) -> dict:

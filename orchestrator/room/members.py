@@ -30,6 +30,7 @@ class Member:
     active: int = 0  # turns scheduled or running
     anonymous: bool = False
     mcp_loaded: set[str] = field(default_factory=set)  # MCP tools it loaded with find_tools: sent from then on
+    prompt: tuple = (None, "", 0)  # its last system prompt: (what it was rendered from, the text, its tokens)
 
     @property
     def name(self) -> str:

@@ -19,6 +19,7 @@ from orchestrator.core.errors import TOO_LONG, InputError, OrchestratorError, Pr
 from orchestrator.core.events import CallUsage, Cancelled, Done, ErrorEvent, Event, ToolEnd
 from orchestrator.core.prompts import render
 from orchestrator.core.retry import RetryPolicy
+from orchestrator.core.tokens import estimate
 from orchestrator.core.types import Draft, Message, TextBlock, ToolResultBlock
 from orchestrator.engine.partition import Partition
 from orchestrator.engine.runner import CANCELLED, Agent, run_turn
@@ -132,7 +133,7 @@ class Room:
         team = team or msgspec.convert(record.meta.get("team", {}), Team)
         check_team(team)
         workspace = Path(record.meta.get("workspace") or Path.cwd())
-        messages = await store.load(record.id)
+        messages = await store.load(record.id, size=record.messages)
         async with cls._running_room(store, record, team, resolve, workspace, retry, messages, on_event,
                                      can_confirm, knowledge, models, mcp) as room:
             yield room
@@ -178,7 +179,7 @@ class Room:
         for member in self.members.values():
             member.partition.mark_read()
         tasks = await self.store.tasks(self.id)
-        self.ledger.tasks = {t.id: t for t in tasks}
+        self.ledger.load(tasks)
         for t in self.ledger.running():  # its worker died with the process
             await self.ledger.close(t.id, "cancelled", "interrupted by a restart")
         if self.floor not in self.members:
@@ -273,6 +274,11 @@ class Room:
     @property
     def busy(self) -> bool:
         return self._running > 0
+
+    @property
+    def jobs(self) -> int:
+        """Shell jobs alive (the room is idle meanwhile, but closing it would end them)."""
+        return self._jobs
 
     async def stop(self, reason: str = "stopped by the user") -> None:
         """Group cancellation (G9), the only stop path: every agent, worker and tool in the room."""
@@ -504,15 +510,23 @@ class Room:
         if member.name == COMMANDER:
             for t in self._commander_tools:
                 tools.add(t)
-            system = render("commander.md.j2", instructions=spec.instructions, roster=self.roster(),
-                            floor=self.floor, ledger=list(self.ledger.tasks.values())[-20:],
-                            tools=[n for n in tools.names()], memory=memory)
+            roster, ledger = self.roster(), self.ledger.recent(20)
+            inputs = ("commander", tools.names(), memory, self.floor, [a.name for a in roster], ledger)
         else:
-            system = render("worker.md.j2", name=spec.name, description=spec.description,
-                            instructions=spec.instructions, tools=tools.names(), interactive=spec.interactive,
-                            memory=memory)
+            inputs = ("worker", tools.names(), memory)
+        if inputs != member.prompt[0]:  # rendered again only when something it shows changed
+            if member.name == COMMANDER:
+                text = render("commander.md.j2", instructions=spec.instructions, roster=roster, floor=self.floor,
+                              ledger=ledger, tools=tools.names(), memory=memory)
+            else:
+                text = render("worker.md.j2", name=spec.name, description=spec.description,
+                              instructions=spec.instructions, tools=tools.names(), interactive=spec.interactive,
+                              memory=memory)
+            member.prompt = (inputs, text, estimate(text))
+        _, system, system_tokens = member.prompt
         return Agent(name=member.name, provider=provider, model=model, system=system, tools=tools,
                      workspace=self.workspace, session=self.tool_session, retry=self._retry, cache_key=self.id,
+                     system_tokens=system_tokens,
                      window=window, budget=spec.request_budget, compact_at=spec.compact_at or (info.compact_at if info else 0.8),
                      thinking_budget=spec.thinking.budget_tokens if spec.thinking else None)
 

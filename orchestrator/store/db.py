@@ -35,6 +35,9 @@ _ROOMS = ("SELECT r.*, (SELECT count(*) FROM messages m WHERE m.room = r.id) AS 
           "FROM rooms r {where} ORDER BY r.created, r.rowid")
 
 
+SMALL_ROOM = 200  # messages: loading (and healing) that many holds the event loop about as long as a few appends
+
+
 class RoomRecord(msgspec.Struct, kw_only=True):
     id: str
     name: str
@@ -116,21 +119,23 @@ class Store:
     async def set_floor(self, room_id: str, owner: str) -> None:
         await self._now(self._set_room, room_id, "floor", owner)
 
-    async def append(self, room_id: str, draft: Draft) -> Message:
-        return (await self.append_many(room_id, [draft]))[0]
+    async def append(self, room_id: str, draft: Draft, *, task: TaskRecord | None = None) -> Message:
+        """Commit one message; with `task`, that task's row in the same transaction (an assignment)."""
+        return (await self.append_many(room_id, [draft], task=task))[0]
 
-    async def append_many(self, room_id: str, drafts: list[Draft]) -> list[Message]:
+    async def append_many(self, room_id: str, drafts: list[Draft], *,
+                          task: TaskRecord | None = None) -> list[Message]:
         def insert() -> list[Message]:
             with immediate(self._db):
+                if task is not None:
+                    self._db.conn.execute(_UPSERT_TASK, _task_row(task))
                 return _insert(self._db, room_id, drafts)
 
         return await self._now(insert)
 
     async def put_task(self, task: TaskRecord) -> None:
         """Insert or update by id; the first `created` is kept, `updated` is now."""
-        now = time.time()
-        row = msgspec.structs.asdict(task) | {"created": task.created or now, "updated": now}
-        await self._now(self._db.execute, _UPSERT_TASK, row)
+        await self._now(self._db.execute, _UPSERT_TASK, _task_row(task))
 
     async def tasks(self, room_id: str) -> list[TaskRecord]:
         def select() -> list[TaskRecord]:
@@ -139,13 +144,16 @@ class Store:
 
         return await self._now(select)
 
-    async def load(self, room_id: str) -> list[Message]:
+    async def load(self, room_id: str, *, size: int | None = None) -> list[Message]:
         """Heal the room's history (S2) in one transaction, then return it in seq order.
 
-        A read-only store heals a copy of the room in memory: the file is only read.
+        A read-only store heals a copy of the room in memory: the file is only read. A room of `size`
+        messages at most SMALL_ROOM (its record says how many) is loaded on the event loop, like an append.
         """
         if self.readonly:
             return await self._run(_healed_copy, self._db, room_id)
+        if size is not None and size <= SMALL_ROOM:
+            return await self._now(_heal, self._db, room_id)
         return await self._run(_heal, self._db, room_id)
 
     async def call(self, fn: Callable[..., T], *args: Any, small: bool = False) -> T:
@@ -212,7 +220,16 @@ def _rooms(db: sqlite_utils.Database, where: str, ref: str | None = None) -> lis
 
 
 def _insert(db: sqlite_utils.Database, room_id: str, drafts: list[Draft]) -> list[Message]:
-    found = db.conn.execute("SELECT last_seq, last_ts FROM rooms WHERE id = ?", [room_id]).fetchone()
+    # The last seq and ts are kept in the room row, so a seq freed by healing is never handed out again.
+    conn = db.conn
+    if len(drafts) == 1:  # the common case, one statement fewer: the row is moved on and read back at once
+        found = conn.execute(_NEXT_SEQ, [time.time(), room_id]).fetchall()  # all: the statement ends here
+        if not found:
+            raise KeyError(f"no room {room_id!r}")
+        m = _message(room_id, *found[0], drafts[0])
+        conn.execute(_INSERT_MESSAGE, _row(m))
+        return [m]
+    found = conn.execute("SELECT last_seq, last_ts FROM rooms WHERE id = ?", [room_id]).fetchone()
     if found is None:
         raise KeyError(f"no room {room_id!r}")
     seq, ts = found
@@ -220,13 +237,30 @@ def _insert(db: sqlite_utils.Database, room_id: str, drafts: list[Draft]) -> lis
     for draft in drafts:
         now = time.time()
         seq, ts = seq + 1, now if now > ts else ts + 1e-6
-        m = Message(id=uuid4().hex, room=room_id, seq=seq, ts=ts, **msgspec.structs.asdict(draft))
-        db.conn.execute(_INSERT_MESSAGE, msgspec.structs.asdict(m) | {
-            "blocks": _json(m.blocks), "visible_to": _json(m.visible_to), "replaces": _json(m.replaces)})
+        m = _message(room_id, seq, ts, draft)
+        conn.execute(_INSERT_MESSAGE, _row(m))
         messages.append(m)
-    # Kept in the room row, so a seq freed by healing is never handed out again.
-    db.conn.execute("UPDATE rooms SET last_seq = ?, last_ts = ? WHERE id = ?", [seq, ts, room_id])
+    conn.execute("UPDATE rooms SET last_seq = ?, last_ts = ? WHERE id = ?", [seq, ts, room_id])
     return messages
+
+
+# The same rule as the loop above for one message: a ts after the last one, now if the clock allows.
+_NEXT_SEQ = ("UPDATE rooms SET last_seq = last_seq + 1, last_ts = CASE WHEN ?1 > last_ts THEN ?1 "
+             "ELSE last_ts + 1e-6 END WHERE id = ?2 RETURNING last_seq, last_ts")
+
+
+def _task_row(task: TaskRecord) -> dict:
+    now = time.time()
+    return msgspec.structs.asdict(task) | {"created": task.created or now, "updated": now}
+
+
+def _message(room_id: str, seq: int, ts: float, draft: Draft) -> Message:
+    return Message(id=uuid4().hex, room=room_id, seq=seq, ts=ts, **msgspec.structs.asdict(draft))
+
+
+def _row(m: Message) -> dict:
+    return msgspec.structs.asdict(m) | {
+        "blocks": _json(m.blocks), "visible_to": _json(m.visible_to), "replaces": _json(m.replaces)}
 
 
 def _messages(db: sqlite_utils.Database, room_id: str) -> list[Message]:

@@ -1,0 +1,175 @@
+"""Many rooms in one process over one store (the core of `orchestrator serve` and `mcp serve`): a room
+is opened when something uses it and closed again once it has sat idle, so an idle room costs nothing.
+
+A closed room is its rows in the store; the next use reopens it (history healed and loaded, partitions
+rebuilt), so the process keeps only the histories of rooms that were used lately.
+"""
+from __future__ import annotations
+
+import math
+from contextlib import asynccontextmanager
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import AsyncIterator, Callable
+
+import structlog
+import trio
+
+from orchestrator.core.errors import InputError
+from orchestrator.core.retry import RetryPolicy
+from orchestrator.core.types import Message
+from orchestrator.mcplink.servers import Hub
+from orchestrator.memory.knowledge import KnowledgeBase, SqliteKnowledgeBase
+from orchestrator.room.room import Catalog, Resolve, Room
+from orchestrator.store.db import Store
+from orchestrator.team.schema import Team
+
+log = structlog.get_logger(__name__)
+
+IDLE_CLOSE = 60.0  # seconds a room stays open with nobody using it and no agent running
+JOB_POLL = 1.0  # seconds between looks at an idle room's shell jobs (their end wakes nobody here)
+
+
+@dataclass(eq=False)
+class _Open:
+    room: Room
+    users: int = 0  # callers inside `RoomHost.room()` for it
+    last: float = field(default_factory=trio.current_time)  # when the last user left
+    wake: trio.Event = field(default_factory=trio.Event)  # a user left: the holder re-reads `last`
+
+
+class RoomHost:
+    """The rooms of one store that this process has open. Use it inside `async with RoomHost.open(...)`.
+
+    `team` (when given) is the team every room runs, as `Room.open(team=...)`; else each room's stored
+    team. `resolver()`, when given, makes each room its own `resolve` (a scripted play restarts its script
+    in every room). `on_open(room)` runs for each room as it opens (subscribe to its events there),
+    `on_close(room)` once it has closed. `idle_close=None` keeps rooms open until the host closes.
+    """
+
+    def __init__(self, store: Store, resolve: Resolve, nursery: trio.Nursery, knowledge: KnowledgeBase, *,
+                 team: Team | None = None, models: Catalog | None = None, mcp: Hub | None = None,
+                 retry: RetryPolicy = RetryPolicy(), can_confirm: bool = False,
+                 idle_close: float | None = IDLE_CLOSE, resolver: Callable[[], Resolve] | None = None,
+                 on_open: Callable[[Room], None] | None = None, on_close: Callable[[Room], None] | None = None):
+        self.store, self.team, self.idle_close = store, team, idle_close
+        self._resolver = resolver or (lambda: resolve)
+        self._nursery, self._knowledge = nursery, knowledge
+        self._common = dict(retry=retry, knowledge=knowledge, models=models, mcp=mcp, can_confirm=can_confirm)
+        self._on_open, self._on_close = on_open, on_close
+        self._open: dict[str, _Open] = {}
+        self._opening: dict[str, trio.Event] = {}  # room id -> set once it is open (or failed to open)
+        self._closing = False  # the host is closing: shell jobs no longer keep rooms open
+
+    @classmethod
+    @asynccontextmanager
+    async def open(cls, store: Store, resolve: Resolve, **options) -> AsyncIterator[RoomHost]:
+        """A host over `store`; on exit every room is left to finish its work, then closed."""
+        knowledge = options.pop("knowledge", None) or await SqliteKnowledgeBase.open(store)
+        async with trio.open_nursery() as nursery:
+            host = cls(store, resolve, nursery, knowledge, **options)
+            try:
+                yield host
+            finally:
+                host.idle_close, host._closing = 0, True
+                for held in list(host._open.values()):
+                    held.wake.set()
+
+    @property
+    def rooms(self) -> dict[str, Room]:
+        """The rooms open now, by id."""
+        return {rid: held.room for rid, held in self._open.items()}
+
+    @asynccontextmanager
+    async def room(self, ref: str | None = None, *, name: str = "room", team: Team | None = None,
+                   workspace: Path | None = None) -> AsyncIterator[Room]:
+        """The room `ref` (an id, a unique id prefix or a name; opened if it is not), or a new room
+        (`name`, `team`, `workspace`) when `ref` is None. It stays open at least while the block runs."""
+        held = await (self._create(name, team, workspace) if ref is None else self._get(ref))
+        try:
+            yield held.room
+        finally:
+            held.users -= 1
+            held.last = trio.current_time()
+            held.wake.set()
+
+    async def ask(self, ref: str | None, line: str, **new) -> tuple[Room, Message]:
+        """Post a line to a room and wait until the room is idle; the room and the posted message."""
+        async with self.room(ref, **new) as room:
+            msg = await room.post(line)
+            await room.idle()
+            return room, msg
+
+    async def _get(self, ref: str) -> _Open:
+        if (held := self._open.get(ref)) is not None:
+            held.users += 1
+            return held
+        record = await self.store.room(ref)
+        if record is None:
+            raise InputError(f"no room {ref!r} in this database; `orchestrator rooms` lists them")
+        while (opening := self._opening.get(record.id)) is not None:
+            await opening.wait()  # another caller is opening it, or it is closing: wait, then look again
+        if (held := self._open.get(record.id)) is not None:
+            held.users += 1
+            return held
+        self._opening[record.id] = opening = trio.Event()
+        try:
+            opened = Room.open(self.store, record.id, self._resolver(), team=self.team, **self._common)
+            return await self._nursery.start(self._hold, opened)
+        finally:
+            del self._opening[record.id]
+            opening.set()
+
+    async def _create(self, name: str, team: Team | None, workspace: Path | None) -> _Open:
+        team = team or self.team
+        if team is None:
+            raise InputError("a new room needs a team: this host has none of its own")
+        return await self._nursery.start(self._hold, Room.create(self.store, team, self._resolver(), name=name,
+                                                                 workspace=workspace, **self._common))
+
+    async def _hold(self, opened, task_status=trio.TASK_STATUS_IGNORED) -> None:
+        """Keep one room open (for the user who opened it) until nobody has used it for `idle_close`
+        seconds, no agent is running and no shell job is alive."""
+        held = closing = None
+        try:
+            async with opened as room:
+                held = _Open(room, users=1)
+                self._open[room.id] = held
+                if self._on_open:
+                    self._on_open(room)
+                task_status.started(held)
+                try:
+                    await self._until_idle(held)
+                finally:
+                    # Out of the map before the room closes: a new user waits for the close, then reopens
+                    # from the store, which by then holds everything this room wrote.
+                    del self._open[room.id]
+                    self._opening[room.id] = closing = trio.Event()
+        except Exception:
+            if held is None:
+                raise  # it did not open: the caller hears why
+            log.exception("room closed by an error", room=held.room.id)  # the other rooms go on
+        finally:
+            if closing is not None:
+                del self._opening[held.room.id]
+                closing.set()
+                if self._on_close:
+                    self._on_close(held.room)
+
+    async def _until_idle(self, held: _Open) -> None:
+        room = held.room
+        while True:
+            held.wake = trio.Event()
+            if held.users:
+                await held.wake.wait()
+                continue
+            await room.idle()  # work that no user waits for (a background report) keeps it open too
+            if held.users:
+                continue
+            with trio.move_on_at(math.inf if self.idle_close is None else held.last + self.idle_close):
+                await held.wake.wait()  # a user came and left: count again from then
+                continue
+            if not (held.users or room.busy or (room.jobs and not self._closing)):
+                return
+            if room.jobs and not (held.users or room.busy):
+                await trio.sleep(JOB_POLL)  # a shell job is still alive: the room stays until it ends
