@@ -243,11 +243,17 @@ def test_kill_at_random_moments_loses_and_breaks_nothing(tmp_path):
     assert stats["interrupted"] == 0 and stats["unprinted"] == 0
     assert len([m for m in first_show[full_room] if m["kind"] == "user"]) == len(lines)
 
-    # stratified random kill times over (0.05 s, typical): every part of a run gets its share
-    slots = list(range(KILLS))
+    # Kill moments by progress, not by the clock: a run on a busy machine spends longer starting up, and
+    # kills timed from a quiet run would pile up there. A few kills come before any output (start-up);
+    # the rest wait until the run has printed a stratified random share of a full run's events, then
+    # a random fraction of a millisecond or three more, so every part of a run gets its share.
+    total = len(printed)
+    early = max(2, KILLS // 10)
+    slots = list(range(KILLS - early))
     rng.shuffle(slots)
-    delays = [0.05 + (typical - 0.05) * (k + rng.random()) / KILLS for k in slots]
-
+    moments: list[tuple[float, int]] = [(rng.uniform(0.0, 0.2), 0) for _ in range(early)]
+    moments += [(rng.uniform(0.0, 0.003), 1 + int((total - 1) * (k + rng.random()) / len(slots))) for k in slots]
+    rng.shuffle(moments)
     phases: Counter[str] = Counter()
     interrupted = 0
     pending: list[Future] = []
@@ -258,13 +264,14 @@ def test_kill_at_random_moments_loses_and_breaks_nothing(tmp_path):
         return check_room(first_show[room], printed, lines)
 
     try:
-        for n, delay in enumerate(delays, 1):
+        for n, (delay, after_events) in enumerate(moments, 1):
             out = tmp_path / f"kill{n}.jsonl"
             with open(out, "wb") as f:
                 proc = subprocess.Popen([*PY, "run", str(scn), "--db", str(db), "--json"], stdout=f,
                                         stderr=subprocess.DEVNULL)
-            start = time.monotonic()
-            time.sleep(max(0.0, start + delay - time.monotonic()))
+            while after_events and proc.poll() is None and out.read_bytes().count(b"\n") < after_events:
+                time.sleep(0.0005)
+            time.sleep(delay)
             proc.kill()
             rc = proc.wait(timeout=30)
             assert rc in (0, -9), f"run {n} ended with exit code {rc} before the kill"
