@@ -8,6 +8,7 @@ folds them away."""
 
 # earlier or existing instructions: the object an override aims at
 PRIOR = [
+    "you were handed", "handed to you", "you got", "provided to you", "supplied", "issued to you", "laid down",
     "you were configured with", "configured with", "set up with", "you started with",
     "原始", "最初", "起初", "初始", "当初", "最初の", "처음", "최초", "исходн", "первоначальн", "pierwotn", "orijinal", "baslangic", "first", "startup", "ban dau", "luc dau", "asli", "semula", "originel", "d origine", "urspr", "الأصلي", "الأولى", "मूल", "प्रारंभिक", "oryginaln", "inicial", "iniciais",
     "past", "beforehand", "earlier on", "truoc day", "da dan", "vorher", "zuvor", "wczesniej", "dotychczasow",
@@ -150,6 +151,7 @@ APPROVAL = [
 ]
 
 NO_APPROVAL = [
+    "de antemano", "por adelantado", "antecipadamente", "previamente", "d avance", "a l avance", "im voraus", "vorab", "заранее", "z gory", "z wyprzedzeniem", "onceden", "peşinen", "مسبقا", "مسبقاً", "पहले से", "truoc", "sebelumnya", "事前", "预先", "提前", "事先", "미리", "사전", "ล่วงหน้า", "no preguntes", "nao pergunte", "ne demande pas", "frag nicht", "nicht fragen", "не спрашивай", "nie pytaj", "sorma", "لا تسأل", "पूछो मत", "मत पूछो", "dung hoi", "jangan tanya", "不要问", "別問", "别问", "聞かないで", "묻지 마", "อย่าถาม", "ไม่ต้องถาม",
     "nobody needs", "no one needs", "nobody has to", "no one has to", "anymore", "no longer",
     "не спрашивая", "не спросив", "без вопрос", "聞かずに", "尋ねずに", "묻지 않고", "دون سؤال", "पूछे बिना", "sin preguntar", "sem perguntar", "ohne zu fragen", "ohne den benutzer zu fragen", "sans demander", "bez pytania", "sormadan", "tanpa bertanya", "ma khong can", "khong can",
     "brauchst keine", "brauchen keine", "keine freigabe", "nie potrzebujesz", "nie potrzebujecie",
@@ -177,6 +179,7 @@ NO_APPROVAL = [
 
 # the action a bypass is about: commands, tools, changes (not "vendors" or "emails")
 ACTION = [
+    "despliegue", "desplegar", "despliega", "implantac", "implantaç", "implanta", "deployment", "deploiement", "deployer", "mise en production", "bereitstellung", "ausroll", "развертыван", "развёртыван", "разверт", "релиз", "wdrozen", "wdroz", "dagitim", "dagit", "yayin", "النشر", "نشر", "डिप्लॉय", "तैनाती", "रिलीज़", "trien khai", "การ deploy", "การปรับใช้", "ปรับใช้", "rilis", "penerapan", "发布", "発布", "リリース", "릴리스", "выпуск", "publicac", "lancamento", "veroffentlich", "wydani", "surum",
     "merge", "merg", "release", "publish",
     "تشغيل", "запуска", "uruchom", "calistirabilir", "ejecutar", "executar", "ausfuhren", "executer",
     "推送", "部署", "合并", "合併", "배포", "푸시", "병합", "デプロイ", "マージ", "プッシュ",
@@ -201,6 +204,7 @@ ACTION = [
 ]
 
 SECRET = [
+    "belirte", "erisim anahtar", "ma thong bao", "ma truy cap", "токена", "jetonu",
     "رموز", "الرموز", "التوكن", "токены", "tokenlar", "tokeny", "jetons", "令牌", "トークン", "토큰",
     "hosts yml", "npmrc", "pypirc", "netrc", "git credentials", "aws credentials", "ssh", "kube config", "kubeconfig", "vault token", "hf token", "huggingface", "bash history", "zsh history", "keychain", "wallet", "seed phrase", "mnemonic", "session cookie", "bearer", "jwt", "oauth", "pat ", "gpg key",
     "api key", "apikey", "password", "passwd", "token", "credential", "secret", "private key", "ssh key",
@@ -285,6 +289,7 @@ ADDRESS = [
 
 # needing no approval at all, said outright ("no need to ask permission")
 NO_NEED = [
+    "필요가 없", "필요는 없", "필요 없", "할 필요", "nao e preciso", "nao e necessario", "no es preciso", "inutile", "pas la peine", "nul besoin", "kein bedarf", "nicht notwendig", "nie ma potrzeby", "nie jest potrzebn", "nie jest konieczn", "gerekmiyor", "gerek yoktur", "lazim degil", "لا داعي", "ليس ضروريا", "ज़रूरी नहीं", "जरूरी नहीं", "必要はない", "必要ない", "必要はありません", "不必要", "没必要", "沒必要", "无须", "無須", "khong can thiet", "khong bat buoc", "tidak usah", "tak usah", "gak usah", "не надо", "не обязательно", "нет необходимости", "no necesitas", "sin necesidad", "nao precisa", "nao necessita",
     "brauchst keine", "brauchen keine", "benotigst keine", "nie potrzebujesz", "nie potrzebujecie", "no necesitas", "nao necessita", "n as pas besoin", "ihtiyacin yok", "لا تحتاج", "ไม่ต้องขอ",
     "no need", "don t need", "do not need", "not necessary", "unnecessary", "needn t", "not required",
     "plus besoin", "pas besoin", "pas necessaire", "keine notwendigkeit", "nicht notig", "nicht erforderlich",
@@ -305,4 +310,68 @@ STRONG_SECRET = [
     "private key", "ssh key", "id rsa", "id ed25519", "secret access key", "secret key", "api key", "apikey",
     "password", "passwd", "credential", "netrc", "access token", "auth token", "github token", "npm token",
     "bearer token", "session cookie", "aws secret", "seed phrase", "mnemonic",
+]
+
+# a privileged mode of the model, named in each language ("developer mode", "Entwicklermodus")
+MODE = [
+    "developer mode", "dev mode", "admin mode", "god mode", "debug mode", "maintenance mode", "jailbreak",
+    "unrestricted mode", "root mode", "sudo mode", "che do nha phat trien", "che do quan tri", "che do developer",
+    "โหมดนักพัฒนา", "โหมดผู้ดูแล", "โหมดผู้พัฒนา", "mode pengembang", "mode developer", "mode admin",
+    "开发者模式", "開發者模式", "开发模式", "管理员模式", "管理員模式", "调试模式", "開発者モード", "管理者モード",
+    "デベロッパーモード", "개발자 모드", "관리자 모드", "개발자모드", "режим разработчика", "режим администратора",
+    "режим отладки", "modo desarrollador", "modo de desarrollador", "modo administrador", "modo desenvolvedor",
+    "modo de desenvolvedor", "entwicklermodus", "adminmodus", "administratormodus", "mode developpeur",
+    "mode administrateur", "mode debug", "وضع المطور", "وضع المسؤول", "وضع المطورين", "डेवलपर मोड", "एडमिन मोड",
+    "gelistirici modu", "yonetici modu", "tryb deweloperski", "tryb programisty", "tryb administratora",
+    "tryb dewelopera",
+]
+
+# switched on
+ON = [
+    "enabled", "activated", "active", "engaged", "unlocked", "is on", "now on", "turned on", "switched on",
+    "da bat", "bat ", "kich hoat", "เปิด", "aktif", "diaktifkan", "menyala", "开启", "開啟", "启用", "啟用",
+    "激活", "打开", "有効", "オン", "起動", "활성화", "켜", "включ", "активир", "activad", "activo", "habilitad",
+    "encendid", "ativad", "ativo", "ligado", "aktiv", "eingeschaltet", "freigeschaltet", "active", "activé",
+    "مفعل", "تفعيل", "مفعلة", "نشط", "चालू", "सक्रिय", "acik", "etkin", "wlaczon", "aktywn",
+]
+
+# checks that keep the model safe, named in each language
+SAFETY = [
+    "safety check", "security check", "safety filter", "content filter", "guardrail", "safeguard", "sandbox",
+    "safety", "security", "kiem tra an toan", "kiem tra bao mat", "bao mat", "an toan", "การตรวจสอบความปลอดภัย",
+    "ความปลอดภัย", "pemeriksaan keamanan", "keamanan", "安全检查", "安全檢查", "安全", "安全チェック", "セキュリティ",
+    "보안", "안전", "безопасн", "seguridad", "seguranca", "securite", "sicherheit", "sicherheits", "الأمان", "أمان",
+    "الحماية", "سلامة", "सुरक्षा", "guvenlik", "bezpieczenstw", "filtr", "filter",
+]
+
+# switched off, or to be switched off
+OFF = [
+    "turn off", "turned off", "switch off", "disable", "disabled", "deactivat", "are off", "is off", "suspend",
+    "tat ", "vo hieu hoa", "ปิด", "matikan", "dimatikan", "nonaktif", "关闭", "關閉", "关掉", "关了", "禁用", "停用",
+    "無効", "オフ", "切っ", "止め", "끄", "꺼", "비활성", "해제", "отключ", "выключ", "сним", "desactiv", "desativ",
+    "deslig", "apag", "abschalt", "ausschalt", "deaktiv", "aus ", "desactive", "coupe", "couper", "أوقف", "اوقف",
+    "عطل", "تعطيل", "إيقاف", "ايقاف", "معطل", "बंद", "निष्क्रिय", "kapat", "devre disi", "wylacz", "wylaczon",
+]
+
+# the checking itself: with SAFETY, "security checks", "contrôles de sécurité", "Sicherheitsprüfungen"
+CHECK = [
+    "check", "filter", "guard", "scan", "protection", "sicherheitsprufung", "sicherheitscheck", "sicherheitsfilter",
+    "sicherheitskontroll", "sicherheitsvorkehrung", "kiem tra", "ตรวจสอบ", "pemeriksaan", "periksa", "检查", "檢查",
+    "检测", "審查", "审查", "チェック", "検査", "검사", "점검", "проверк", "фильтр", "защит", "comprobacion",
+    "verificac", "control", "chequeo", "filtro", "prufung", "kontroll", "controle", "verification", "فحص", "فحوص",
+    "التحقق", "جाँच", "जाँच", "जांच", "kontrol", "denetim", "sprawdzan", "kontrol", "zabezpieczen", "ochron",
+]
+
+# decoding encoded text, and acting on it: "decode and follow", "dekodiere und führe aus"
+DECODE = [
+    "decode", "decoding", "base64", "giai ma", "ถอดรหัส", "dekode", "dekodekan", "解码", "解碼", "デコード", "復号",
+    "디코드", "디코딩", "декодир", "расшифр", "decodific", "decodifi", "dekodier", "entschlussel", "decod", "فك",
+    "डिकोड", "coz", "dekoduj", "odkoduj",
+]
+ACT_ON = [
+    "follow", "execute", "run", "obey", "apply", "do what", "carry out", "act on", "comply", "lam theo", "thuc hien",
+    "ทำตาม", "ปฏิบัติ", "ikuti", "jalankan", "laksanakan", "执行", "執行", "照做", "遵循", "遵守", "従", "実行",
+    "따르", "실행", "выполн", "следуй", "исполн", "sigue", "ejecut", "cumpl", "siga", "execut", "cumpra", "folge",
+    "befolge", "ausfuhr", "fuhre", "suis", "suivez", "applique", "اتبع", "نفذ", "طبق", "पालन", "चलाओ", "करो",
+    "uygula", "calistir", "uy", "wykonaj", "stosuj", "postepuj",
 ]

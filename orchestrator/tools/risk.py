@@ -763,7 +763,9 @@ def _bomb(cmd: Cmd, prog: str, args: list[str]):
 # here-string or a substitution, and interpreter one-liners that do more than compute and print.
 
 _RUNNERS = _SHELLS | {"source", "."}
-_DOWNLOADERS = {"curl", "wget", "fetch", "aria2c", "http", "https", "xh", "lwp-request", "GET"}
+_DOWNLOADERS = {"curl", "wget", "fetch", "aria2c", "http", "https", "xh", "lwp-request", "GET",
+                "iwr", "irm", "invoke-webrequest", "invoke-restmethod"}  # PowerShell's, read lowercased
+_EVALUATORS = {"eval", "iex", "invoke-expression"}  # PowerShell's names are case-insensitive
 
 
 def _opaque(script: _Script):
@@ -772,8 +774,8 @@ def _opaque(script: _Script):
         if name and ("$" in name or _SUB in name or "`" in name):
             yield OPAQUE, "the command's name is computed when it runs"
         prog, args = cmd.prog, cmd.args
-        if prog == "eval":
-            yield OPAQUE, "eval runs text built at run time"
+        if prog.lower() in _EVALUATORS:
+            yield OPAQUE, f"{prog} runs text built at run time"
         elif prog == "alias" and any("=" in a for a in args):
             yield OPAQUE, "alias gives a command another meaning"
         elif prog in _RUNNERS:
@@ -840,7 +842,9 @@ def _harmless_code(prog: str, code: str) -> bool:
     if prog.startswith(("python", "pypy")):
         return _harmless_python(code)
     if prog in ("node", "nodejs", "deno", "bun"):
-        return _harmless_words(code, _JS_SAFE, r"//.*|/\*.*?\*/")
+        if any(_SECRETS.search(m.group()) for m in _JS_PLAIN_REQUIRE.finditer(code)):
+            return False
+        return _harmless_words(_JS_PLAIN_REQUIRE.sub("JSON", code), _JS_SAFE, r"//.*|/\*.*?\*/")
     if prog == "perl":
         # s/// and tr/// without the e flag are text, not code: perl -pi -e 's/a/b/g' file
         code = re.sub(r"\b(?:s|tr|y)([/|#!,{])(?:\\.|(?!\1).)*\1(?:\\.|(?!\1).)*\1([a-df-z]*)(?![e\w])", " ", code)
@@ -861,6 +865,8 @@ def _harmless_python(code: str) -> bool:
     defined |= {n.name for n in ast.walk(tree) if isinstance(n, (ast.FunctionDef, ast.ClassDef))}
     defined |= {a.arg for n in ast.walk(tree) if isinstance(n, ast.arguments) for a in n.args}
     versioned: set[str] = set()
+    if _reads_only_plain_files(tree):
+        defined.add("open")
     for node in ast.walk(tree):
         if isinstance(node, (ast.Import, ast.ImportFrom)):
             module = (node.module or "") if isinstance(node, ast.ImportFrom) else ""
@@ -887,6 +893,26 @@ def _harmless_python(code: str) -> bool:
     return True
 
 
+def _reads_only_plain_files(tree) -> bool:
+    """Every open() names a literal path, not a credential file, and opens it for reading: a one-liner
+    that reads the project's JSON or TOML is as harmless as `cat`."""
+    import ast
+    calls = [n for n in ast.walk(tree) if isinstance(n, ast.Call) and isinstance(n.func, ast.Name)
+             and n.func.id == "open"]
+    for call in calls:
+        path = call.args[0] if call.args else None
+        modes = call.args[1:2] + [k.value for k in call.keywords if k.arg == "mode"]
+        if not (isinstance(path, ast.Constant) and isinstance(path.value, str)) or _SECRETS.search(path.value):
+            return False
+        if any(not (isinstance(m, ast.Constant) and isinstance(m.value, str) and set(m.value) <= set("rbt"))
+               for m in modes) or len(call.args) > 2 or any(k.arg not in ("mode", "encoding") for k in call.keywords):
+            return False
+    return bool(calls)
+
+
+# require() of the project's own files and of read-only core modules: node -e "require('./package.json')"
+_JS_PLAIN_REQUIRE = re.compile(r"""\brequire\s*\(\s*(['"])(?:\./(?!\.\./)[\w./-]+|(?:node:)?(?:os|path|util|url|"""
+                               r"""assert|semver))\1\s*\)""")
 _JS_SAFE = {"console", "log", "error", "info", "warn", "process", "version", "versions", "platform", "arch",
             "argv", "JSON", "stringify", "parse", "Math", "max", "min", "floor", "ceil", "round", "random", "abs",
             "Date", "now", "toISOString", "String", "Number", "parseInt", "parseFloat", "Array", "from", "map",
@@ -979,10 +1005,11 @@ def _wants_network(script: _Script) -> bool:
 
 def _families(script: _Script):
     progs = {c.prog for c in script.cmds}
-    fetches = bool(progs & _DOWNLOADERS) or any(
+    fetches = bool({p.lower() for p in progs} & _DOWNLOADERS) or any(
         c.prog == "git" and _git_sub(c.args)[0] in ("clone", "pull", "fetch") for c in script.cmds)
     for cmd in script.cmds:
-        if fetches and cmd.prog in _RUNNERS | {"python", "python3", "perl", "ruby", "node", "php", "sudo"} and (
+        if fetches and cmd.prog.lower() in _RUNNERS | _EVALUATORS | {"python", "python3", "perl", "ruby", "node",
+                                                                      "php", "sudo"} and (
                 cmd.fed or any(_SUB in a for a in cmd.args)):
             yield REMOTE_CODE, "downloads code and runs it"
     if fetches and any(c.prog in ("chmod", "bash", "sh", "source", ".", "python", "python3") or c.prog.startswith("./")
@@ -1044,6 +1071,8 @@ def _family_cmd(cmd: Cmd, prog: str, args: list[str], remotes_added: bool):
             flags & {"-u", "-U", "-G", "-g", "-s", "-P", "--uid", "--euid", "--user", "--group", "--session"}
             or any(p in (".", ".*", "-1", "1") for p in pos) or not pos):
         yield DESTRUCTIVE, "kills processes by user, group or everything"
+    if prog in ("pkill", "killall") and any(_HOST_PROCESS.match(p) for p in pos):
+        yield DESTRUCTIVE, "kills by name programs the session and the desktop run in"
     if prog == "kill" and any(p in ("1", "0") for p in pos):
         yield DESTRUCTIVE, "kills init or the whole process group"
     if prog in ("iptables", "ip6tables", "nft", "ufw", "firewall-cmd", "sysctl", "modprobe", "insmod", "rmmod",
@@ -1062,9 +1091,16 @@ def _family_cmd(cmd: Cmd, prog: str, args: list[str], remotes_added: bool):
     if prog in ("security", "secret-tool", "keyctl", "op", "pass", "gopass", "vault", "bw", "lpass", "keepassxc-cli") \
             and pos[:1] not in (["--version"], ["version"], ["help"]):
         yield CREDENTIALS, "reads a password store or keychain"
+    if prog in ("printenv", "echo", "printf") and any(
+            _SECRET_VAR.search(v) for a in args for v in (
+                [a] if prog == "printenv" else re.findall(r"\$\{?([A-Za-z_]\w*)", a))):
+        yield CREDENTIALS, "prints a secret from the environment"
     if prog in ("gpg", "gpg2") and flags & {"--export-secret-keys", "--export-secret-subkeys"}:
         yield CREDENTIALS, "exports private keys"
-    if prog == "ssh-keygen" and not flags & {"-l", "-L", "-F", "-Y", "-B"} or (prog == "ssh-add" and not flags & {"-l", "-L"}):
+    keyfile = [n for a, n in zip(args, args[1:]) if a == "-f"] + [a[2:] for a in args if a.startswith("-f") and a[2:]]
+    new_key_inside = bool(keyfile) and all(_inside(k) for k in keyfile)  # a deploy key for the project
+    if prog == "ssh-keygen" and not flags & {"-l", "-L", "-F", "-Y", "-B"} and not new_key_inside or (
+            prog == "ssh-add" and not flags & {"-l", "-L"}):
         yield CREDENTIALS, "creates or loads SSH keys"
     if prog in ("socat",) and any(re.match(r"(?i)^(exec|system):", a) for a in args):
         yield EXFILTRATION, "hands a shell to a network peer"
@@ -1073,6 +1109,14 @@ def _family_cmd(cmd: Cmd, prog: str, args: list[str], remotes_added: bool):
         yield EXFILTRATION, "opens a listening socket"
     if prog in ("history",) and flags & {"-c", "-w", "-d"} or prog == "unset" and "HISTFILE" in args:
         yield DESTRUCTIVE, "erases the shell history"
+
+
+_HOST_PROCESS = re.compile(r"(?i)^-?(?:python[\d.]*|node|nodejs|bash|sh|zsh|fish|ssh|sshd|systemd|init|"
+                           r"x(?:org|wayland)|gnome-shell|plasmashell|kwin\w*|finder|dock|explorer|"
+                           r"docker|dockerd|containerd|tmux|screen|code|orchestrator|java|ruby|perl)$")
+# names under which the environment carries secrets: AWS_SECRET_ACCESS_KEY, GITHUB_TOKEN, DB_PASSWORD
+_SECRET_VAR = re.compile(r"(?i)(?:SECRET|TOKEN|PASSW(?:OR)?D|PASSPHRASE|API_?KEY|PRIVATE_?KEY|ACCESS_?KEY|"
+                         r"CREDENTIAL|AUTH|COOKIE)")
 
 
 def _git_family(prog: str, args: list[str], remotes_added: bool):
