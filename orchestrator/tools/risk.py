@@ -911,7 +911,7 @@ def _reads_only_plain_files(tree) -> bool:
 
 
 # require() of the project's own files and of read-only core modules: node -e "require('./package.json')"
-_JS_PLAIN_REQUIRE = re.compile(r"""\brequire\s*\(\s*(['"])(?:\./(?!\.\./)[\w./-]+|(?:node:)?(?:os|path|util|url|"""
+_JS_PLAIN_REQUIRE = re.compile(r"""\brequire\s*\(\s*(['"])(?:\./(?![\w./-]*\.\.)[\w./-]+|(?:node:)?(?:os|path|util|url|"""
                                r"""assert|semver))\1\s*\)""")
 _JS_SAFE = {"console", "log", "error", "info", "warn", "process", "version", "versions", "platform", "arch",
             "argv", "JSON", "stringify", "parse", "Math", "max", "min", "floor", "ceil", "round", "random", "abs",
