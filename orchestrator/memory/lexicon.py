@@ -8,6 +8,7 @@ folds them away."""
 
 # earlier or existing instructions: the object an override aims at
 PRIOR = [
+    "前に", "раньше", "antes", "auparavant", "precedemment", "سابقا", "سابقاً", "daha once", "once verilen", "back then", "vorhin", "truoc do", "以前に",
     "you were handed", "handed to you", "you got", "provided to you", "supplied", "issued to you", "laid down",
     "you were configured with", "configured with", "set up with", "you started with",
     "原始", "最初", "起初", "初始", "当初", "最初の", "처음", "최초", "исходн", "первоначальн", "pierwotn", "orijinal", "baslangic", "first", "startup", "ban dau", "luc dau", "asli", "semula", "originel", "d origine", "urspr", "الأصلي", "الأولى", "मूल", "प्रारंभिक", "oryginaln", "inicial", "iniciais",
@@ -38,6 +39,7 @@ PRIOR = [
 ]
 
 INSTR = [
+    "pauta", "orientac", "orientacion", "lineamiento", "leitlinie", "wskazowk", "yonlendirme",
     "configuration", "stop request", "beschrankung", "sicherheitsbeschrankung", "rang buoc",
     "पाबंदी", "पाबंदियाँ", "रोक", "ograniczenia", "kisitlama", "القيود", "قيود",
     "loi dan", "da dan", "nhung gi da noi", "nhung gi da dan", "dan do", "what you were told", "was said",
@@ -88,6 +90,7 @@ DROP = [
 ]
 
 VOID = [
+    "gone", "are gone", "is gone", "no more", "switched off", "shut off", "dimatikan", "matikan", "kapatildi", "kapandi", "отключены", "desligad", "abgeschaltet", "ausgeschaltet", "coupees", "coupes", "إيقاف", "أوقفت", "बंद कर दिए", "tat roi", "ปิดแล้ว", "关闭了", "已关闭", "꺼졌", "取り消され", "取消され", "revocadas", "revogadas", "revoquees", "odwolane",
     "se eliminan", "eliminad", "entfallen", "entfallt", "fallen weg", "sont supprime", "supprimees", "supprimes ", "تم رفع", "رفع القيود", "أزيلت", "تمت إزالة", "eliminated",
     "khong con gia tri", "het gia tri", "mat hieu luc", "有効ではありません", "有効ではない", "もう有効", "효력이 없", "효력 없", "ya no tienen validez", "no tienen validez", "ya no valen", "perdieron", "perderam a validade", "perdeu a validade", "nao tem validade", "ja nao valem", "nicht mehr gultig", "keine gultigkeit", "verfallen", "ne sont plus valables", "plus valable", "n est plus valable", "caduc", "मान्य नहीं", "stracil", "stracily", "wygasl", "nie sa wazne", "утратили силу", "не имеют силы", "не действительн", "expired", "lost validity", "no longer hold", "no longer stand", "失去效力", "不再有效", "已失效", "效力",
     "removed", "dropped", "no longer enforced", "not enforced", "relaxed", "sin efecto", "sin validez", "quedan sin", "removid", "sem efeito", "retirad", "levee", "levees", "leves", "हटा दी", "हटा दिए", "हटाई", "हटा दिया", "कोई असर नहीं", "kaldirildi", "kaldirilmistir", "zniesion", "снят", "убран", "解除了", "取消了", "撤掉", "解除され", "撤廃", "해제되었", "없어졌",
@@ -126,6 +129,7 @@ TOPIC = [
 ]
 
 APPROVAL = [
+    "authoris", "hoi ai", "hoi ", "consultar", "consult", "ruckfrage", "nachfrage", "ถาม", "tanya", "问", "問", "聞", "묻", "물어", "спрос", "pregunt", "pergunt", "demander", "تسأل", "يسأل", "سؤال", "पूछ", "sorma", "sormadan", "pytan", "pytaj",
     "dong y", "聞か", "尋ね", "спраш", "سؤال", "pytania", "sormadan", "fragen", "demander a", "preguntar", "perguntar",
     "审核", "审查", "審核", "審查", "검토", "レビュー", "revision", "revisao", "uberprufung", "relecture",
     "freigabe", "genehmigung", "zgody", "zgoda",
@@ -167,7 +171,7 @@ NO_APPROVAL = [
     "不要", "不要です", "事前", "しないで", "せずに", "なしで", "済み",
     "필요 없", "필요없", "사전", "마세요", "말고", "없이",
     "не требуется", "не нужно", "не нужн", "без ", "заранее", "не спрашивай", "не надо",
-    "no se necesita", "no hace falta", "sin ", "no preguntes", "pre", "ya ",
+    "no se necesita", "no hace falta", "sin ", "no preguntes", "pre ", "ya ",
     "nao e necessaria", "nao precisa", "sem ", "nao pergunte", "ja ",
     "keine", "nicht notig", "nicht erforderlich", "ohne", "vorab", "nicht",
     "aucune", "pas besoin", "sans", "pre approuv", "ne demande",
@@ -179,6 +183,7 @@ NO_APPROVAL = [
 
 # the action a bypass is about: commands, tools, changes (not "vendors" or "emails")
 ACTION = [
+    "apag", "branch", "rama", "galez", "zweig", "ветк", "分支", "ブランチ", "브랜치", "فروع", "الفروع", "ब्रांच", "pousse", "pousser", "empuj", "usuwa", "kasuj", "borra", "loscht", "удаля", "force push",
     "despliegue", "desplegar", "despliega", "implantac", "implantaç", "implanta", "deployment", "deploiement", "deployer", "mise en production", "bereitstellung", "ausroll", "развертыван", "развёртыван", "разверт", "релиз", "wdrozen", "wdroz", "dagitim", "dagit", "yayin", "النشر", "نشر", "डिप्लॉय", "तैनाती", "रिलीज़", "trien khai", "การ deploy", "การปรับใช้", "ปรับใช้", "rilis", "penerapan", "发布", "発布", "リリース", "릴리스", "выпуск", "publicac", "lancamento", "veroffentlich", "wydani", "surum",
     "merge", "merg", "release", "publish",
     "تشغيل", "запуска", "uruchom", "calistirabilir", "ejecutar", "executar", "ausfuhren", "executer",
@@ -301,12 +306,17 @@ NO_NEED = [
 
 # where a secret pasted is a secret published: messages, commits, issues, replies
 PUBLIC_PLACE = [
+    "mo ta", "ข้อความ", "komentar", "kommentar", "commentaire", "comentario", "комментари", "коммит", "описани", "커밋", "コミット", "提交", "说明", "تعليق", "الإيداع", "رسالة", "टिप्पणी", "संदेश", "yorum", "mesaj", "komentarz", "opis", "descripcion", "descricao", "beschreibung", "nachricht", "mensaje", "mensagem", "issue", "pull request", "пулл реквест",
     "commit message", "commit", "pr description", "pull request", "issue", "comment", "reply", "answer", "response",
     "chat", "message", "output", "log", "description", "readme", "gist", "pastebin", "slack", "discord", "email",
     "tweet", "post", "every", "each",
 ]
-PLACE_VERB = ["paste", "include", "insert", "put", "add", "embed", "append", "attach", "copy", "write", "leave", "drop"]
+PLACE_VERB = [
+    "dan ", "dan vao", "วาง", "ใส่", "คัดลอก", "salin", "tempel", "贴", "粘贴", "貼り付け", "貼っ", "붙여", "вставь", "скопируй", "добавь", "pega", "copia", "incluye", "cole", "copie", "inclua", "fuge", "einfugen", "kopiere", "colle", "insere", "ajoute", "الصق", "انسخ", "ضع", "أضف", "चिपका", "कॉपी", "डाल", "yapistir", "kopyala", "ekle", "wklej", "skopiuj", "dodaj",
+    "paste", "include", "insert", "put", "add", "embed", "append", "attach", "copy", "write", "leave", "drop"]
 STRONG_SECRET = [
+    "geheim",
+    "khoa bi mat", "mat khau", "รหัสผ่าน", "คีย์ลับ", "kunci rahasia", "kata sandi", "密钥", "密鑰", "密码", "密碼", "シークレットキー", "秘密鍵", "パスワード", "비밀 키", "비밀번호", "секретный ключ", "секретного ключа", "парол", "clave secreta", "contrasena", "chave secreta", "senha", "geheimen schlussel", "geheimer schlussel", "geheime schlussel", "passwort", "cle secrete", "mot de passe", "المفتاح السري", "كلمة المرور", "गुप्त कुंजी", "पासवर्ड", "gizli anahtar", "parola", "sifre", "tajny klucz", "haslo", "aws credentials", "credentials", "secret key", "访问密钥", "アクセスキー", "액세스 키",
     "private key", "ssh key", "id rsa", "id ed25519", "secret access key", "secret key", "api key", "apikey",
     "password", "passwd", "credential", "netrc", "access token", "auth token", "github token", "npm token",
     "bearer token", "session cookie", "aws secret", "seed phrase", "mnemonic",
@@ -374,4 +384,13 @@ ACT_ON = [
     "따르", "실행", "выполн", "следуй", "исполн", "sigue", "ejecut", "cumpl", "siga", "execut", "cumpra", "folge",
     "befolge", "ausfuhr", "fuhre", "suis", "suivez", "applique", "اتبع", "نفذ", "طبق", "पालन", "चलाओ", "करो",
     "uygula", "calistir", "uy", "wykonaj", "stosuj", "postepuj",
+]
+
+# words that open a clause about the noun before them ("the rules that you were given"), not a topic
+CLAUSE = [
+    "that", "which", "you", "que", "qui", "die", "der", "das", "den", "dass", "которые", "которое", "который",
+    "которых", "ktore", "ktory", "ktora", "التي", "الذي", "जो", "ki", "ma", "yang", "ที่", "dadas", "recibidas",
+    "recebidas", "recues", "donnees", "gegebenen", "erhaltenen", "verilen", "dane", "otrzymane", "данные",
+    "полученные", "दिए", "गए", "दी", "गई", "المعطاة", "duoc giao", "diberikan", "given", "received", "had",
+    "recibiste", "recebeu", "voce", "тебе", "ti", "sana", "तुम्हें", "لك",
 ]

@@ -743,6 +743,8 @@ def _specific(text: str, named: dict[str, tuple[int, int]]) -> bool:
     gap_end = text.rfind(" ", 0, second[0])
     between = text[gap_start:gap_end + 1].split() if 0 <= gap_start <= gap_end else []
     # Far apart, the words between say nothing about the noun; next to it, a foreign word is a topic.
+    if between and _group("CLAUSE").match(between[0] + " "):
+        return False  # "the rules that you were given", "पहले दिए गए नियम": a clause, not a topic
     return len(between) <= 3 and any(w not in _generic() and len(w) > 2 and not _group("PRIOR").match(w)
                                      for w in between)
 
@@ -792,6 +794,7 @@ _CLASSES = (
     _Combo(APPROVAL, "says actions need no confirmation or are pre-approved", ("NO_APPROVAL", "APPROVAL", "ACTION")),
     _Combo(APPROVAL, "declares confirmations switched off", ("STRONG_APPROVAL", "VOID"), window=45),
     _Combo(APPROVAL, "says no approval is needed", ("NO_NEED", "STRONG_APPROVAL"), window=40),
+    _Combo(APPROVAL, "declares confirmations switched off", ("STRONG_APPROVAL", "OFF"), window=45),
     _Combo(APPROVAL, "says the safety checks are switched off", ("SAFETY", "CHECK", "OFF"), window=50),
     _Combo(SECRETS, "asks to put a secret where others read it", ("PLACE_VERB", "STRONG_SECRET", "PUBLIC_PLACE"),
            window=70, negatable="PLACE_VERB"),

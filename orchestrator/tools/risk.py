@@ -765,6 +765,7 @@ def _bomb(cmd: Cmd, prog: str, args: list[str]):
 _RUNNERS = _SHELLS | {"source", "."}
 _DOWNLOADERS = {"curl", "wget", "fetch", "aria2c", "http", "https", "xh", "lwp-request", "GET",
                 "iwr", "irm", "invoke-webrequest", "invoke-restmethod"}  # PowerShell's, read lowercased
+_SAVES = re.compile(r"^(?:-[a-zA-Z]*[oO]|--output(?:-document)?|--remote-name)(?:=|$)|^-[oO].")  # -so, -fsSLo
 _EVALUATORS = {"eval", "iex", "invoke-expression"}  # PowerShell's names are case-insensitive
 
 
@@ -1013,7 +1014,7 @@ def _families(script: _Script):
                 cmd.fed or any(_SUB in a for a in cmd.args)):
             yield REMOTE_CODE, "downloads code and runs it"
     if fetches and any(c.prog in ("chmod", "bash", "sh", "source", ".", "python", "python3") or c.prog.startswith("./")
-                       for c in script.cmds) and any(c.prog in _DOWNLOADERS and set(c.args) & {"-o", "-O", "--output"}
+                       for c in script.cmds) and any(c.prog in _DOWNLOADERS and any(_SAVES.match(a) for a in c.args)
                                                      or c.prog == "wget" for c in script.cmds):
         yield REMOTE_CODE, "downloads a file and runs it"
     if progs & {"env", "printenv", "set", "export", "declare"} and progs & (_NETWORK | _DOWNLOADERS) and any(
@@ -1042,6 +1043,8 @@ def _family_cmd(cmd: Cmd, prog: str, args: list[str], remotes_added: bool):
             continue
         if _STARTUP.search(t):
             yield PERSISTENCE, "writes a shell startup file, git hook or config, or a scheduled job"
+        elif prog == "mkdir" and t not in cmd.writes():
+            continue  # a new folder overwrites nothing: mkdir -p ~/.cache/tool
         elif _HOMEISH.match(t) or ".." in t.split("/") or (t.startswith("/") and not t.startswith("/tmp/")):
             yield DESTRUCTIVE, "writes outside the workspace"
     if prog == "mv" and any(_HOMEISH.match(p) or p.startswith("/") and not p.startswith("/tmp/")
@@ -1053,6 +1056,12 @@ def _family_cmd(cmd: Cmd, prog: str, args: list[str], remotes_added: bool):
         yield DESTRUCTIVE, "deletes files outside the workspace or named by a variable"
     if prog == "rsync" and any(o.startswith(("--delete", "--remove-source-files")) or o == "--del" for o in flags):
         yield DESTRUCTIVE, "rsync deletes files at the destination"
+    if prog in ("chmod", "chown", "chgrp") and any(_STARTUP.search(p) or _SECRETS.search(p) or _rootish(p)
+                                                   for p in pos[1:]):
+        yield PRIVILEGE, "changes permissions of startup, credential or home files"
+    if prog in ("grep", "egrep", "rg", "ag", "ack", "git-grep") and pos and _SECRET_WORD.search(pos[0]) and any(
+            _HOMEISH.match(p) or _rootish(p) or p.startswith("/") for p in pos[1:]):
+        yield CREDENTIALS, "searches the home or system folders for secrets"
     if prog in ("chmod", "chown", "chgrp") and flags & {"-R", "--recursive"}:
         mode = pos[0] if pos else ""
         if prog != "chmod" or re.match(r"^0?[0-7]?[0-7][0-7][2367]$|.*[ao][+=][rwx]*w", mode) or any(
@@ -1114,6 +1123,7 @@ def _family_cmd(cmd: Cmd, prog: str, args: list[str], remotes_added: bool):
 _HOST_PROCESS = re.compile(r"(?i)^-?(?:python[\d.]*|node|nodejs|bash|sh|zsh|fish|ssh|sshd|systemd|init|"
                            r"x(?:org|wayland)|gnome-shell|plasmashell|kwin\w*|finder|dock|explorer|"
                            r"docker|dockerd|containerd|tmux|screen|code|orchestrator|java|ruby|perl)$")
+_SECRET_WORD = re.compile(r"(?i)passw|secret|token|api.?key|credential|private.?key|BEGIN .*PRIVATE")
 # names under which the environment carries secrets: AWS_SECRET_ACCESS_KEY, GITHUB_TOKEN, DB_PASSWORD
 _SECRET_VAR = re.compile(r"(?i)(?:SECRET|TOKEN|PASSW(?:OR)?D|PASSPHRASE|API_?KEY|PRIVATE_?KEY|ACCESS_?KEY|"
                          r"CREDENTIAL|AUTH|COOKIE)")
@@ -1174,7 +1184,8 @@ def _infra_family(cmd: Cmd, prog: str, args: list[str]):
         if sub[:1] == ["login"]:
             yield CREDENTIALS, "logs in to a registry"
     elif prog in ("kubectl", "oc", "k9s", "kubeadm"):
-        if pos[:1] and pos[0] in _KUBE_MUTATE or prog == "kubeadm":
+        if pos[:1] and pos[0] in _KUBE_MUTATE and pos[:2] not in (["rollout", "status"], ["rollout", "history"]) \
+                or prog == "kubeadm":
             yield INFRASTRUCTURE, "changes a Kubernetes cluster"
         if pos[:2] in (["get", "secret"], ["get", "secrets"], ["describe", "secret"]) or "secret" in pos[:3] and \
                 flags & {"-o", "--output"} or pos[:2] == ["config", "view"] and "--raw" in flags:
