@@ -155,7 +155,7 @@ APPROVAL = [
 ]
 
 NO_APPROVAL = [
-    "de antemano", "por adelantado", "antecipadamente", "previamente", "d avance", "a l avance", "im voraus", "vorab", "заранее", "z gory", "z wyprzedzeniem", "onceden", "peşinen", "مسبقا", "مسبقاً", "पहले से", "truoc", "sebelumnya", "事前", "预先", "提前", "事先", "미리", "사전", "ล่วงหน้า", "no preguntes", "nao pergunte", "ne demande pas", "frag nicht", "nicht fragen", "не спрашивай", "nie pytaj", "sorma", "لا تسأل", "पूछो मत", "मत पूछो", "dung hoi", "jangan tanya", "不要问", "別問", "别问", "聞かないで", "묻지 마", "อย่าถาม", "ไม่ต้องถาม",
+    "de antemano", "por adelantado", "antecipadamente", "previamente", "d avance", "a l avance", "im voraus", "vorab", "заранее", "z gory", "z wyprzedzeniem", "onceden", "peşinen", "مسبقا", "مسبقاً", "पहले से", "truoc", "sebelumnya", "事前", "预先", "提前", "事先", "미리", "사전", "ล่วงหน้า", "nie pytaj", "sorma", 
     "nobody needs", "no one needs", "nobody has to", "no one has to", "anymore", "no longer",
     "не спрашивая", "не спросив", "без вопрос", "聞かずに", "尋ねずに", "묻지 않고", "دون سؤال", "पूछे बिना", "sin preguntar", "sem perguntar", "ohne zu fragen", "ohne den benutzer zu fragen", "sans demander", "bez pytania", "sormadan", "tanpa bertanya", "ma khong can", "khong can",
     "brauchst keine", "brauchen keine", "keine freigabe", "nie potrzebujesz", "nie potrzebujecie",
@@ -386,11 +386,27 @@ ACT_ON = [
     "uygula", "calistir", "uy", "wykonaj", "stosuj", "postepuj",
 ]
 
-# words that open a clause about the noun before them ("the rules that you were given"), not a topic
-CLAUSE = [
-    "that", "which", "you", "que", "qui", "die", "der", "das", "den", "dass", "которые", "которое", "который",
-    "которых", "ktore", "ktory", "ktora", "التي", "الذي", "जो", "ki", "ma", "yang", "ที่", "dadas", "recibidas",
-    "recebidas", "recues", "donnees", "gegebenen", "erhaltenen", "verilen", "dane", "otrzymane", "данные",
-    "полученные", "दिए", "गए", "दी", "गई", "المعطاة", "duoc giao", "diberikan", "given", "received", "had",
-    "recibiste", "recebeu", "voce", "тебе", "ti", "sana", "तुम्हें", "لك",
+# a relative pronoun opens a clause after the noun: "the rules that ...", "las pautas que ..."
+RELPRON = [
+    "that", "which", "que", "qui", "die", "der", "das", "den", "которые", "которое", "который", "которых",
+    "ktore", "ktory", "ktora", "التي", "الذي", "जो", "ki", "ma", "yang", "ที่",
+]
+
+# a clause with these in it is about how the instructions were given ("that you were handed"), not a topic
+GIVEN = [
+    "you", "given", "received", "had", "handed", "got", "dadas", "recibidas", "recebidas", "recues", "donnees",
+    "gegebenen", "erhaltenen", "bekommen", "verilen", "dane", "otrzymane", "dostal", "данные", "полученные", "дали",
+    "получил", "दिए", "गए", "दी", "गई", "المعطاة", "أعطيت", "اعطيت", "duoc giao", "nhan", "diberikan", "recibiste",
+    "recebeu", "voce", "tu ", "toi", "du ", "dir", "тебе", "вам", "ti", "sana", "tobie", "तुम्हें", "आपको", "لك",
+    "kamu", "anda", "ban ",
+    "user", "nguoi dung", "pengguna", "usuario", "utilisateur", "benutzer", "nutzer", "пользовател", "uzytkownik",
+    "kullanici", "المستخدم", "उपयोगकर्ता", "ผู้ใช้", "用户", "ユーザー", "사용자", "operator", "owner", "developer",
+    "set", "defined", "established", "fijo", "definio", "definiu", "estableci", "dat ra", "ditetapkan", "وضع",
+    "ตั้ง", "festgelegt", "fixe", "ustalon", "koydugu", "задал", "установил",
+]
+
+# what a product confirms or checks, not the model's approvals: "confirmation emails", "the spam filter"
+PRODUCT = [
+    "email", "e mail", "mail", "sms", "page", "link", "code", "number", "template", "screen", "message", "popup",
+    "banner", "toast", "correo", "письм", "メール", "이메일", "邮件", "郵件", "courriel", "e posta", "wiadomosc",
 ]

@@ -701,6 +701,8 @@ class _Combo:
             start = named[self.negatable][0]
             if _negated(text[:start]) or _group("NEGATION").search(text[max(0, start - 14):start]):
                 return False
+        if "STRONG_APPROVAL" in named and _group("PRODUCT").match(text[named["STRONG_APPROVAL"][1]:].lstrip("s ")):
+            return False  # "turn off confirmation emails": a feature of the product being built
         for secret in ("SECRET", "STRONG_SECRET"):
             if secret in named:
                 end = max(e for _, e in pick)
@@ -731,6 +733,9 @@ def _specific(text: str, named: dict[str, tuple[int, int]]) -> bool:
     if _OWNED_AFTER.match(after.lstrip()):
         return False
     stripped = after.lstrip("s ").lstrip()
+    if (pronoun := _group("RELPRON").match(stripped + " ")) and not any(
+            _group(g).search(" ".join(stripped[pronoun.end():].split()[:4]) + " ") for g in ("GIVEN", "PRIOR")):
+        return True  # "the old rules that covered tabs": the clause names a topic
     if _group("TOPIC").match(stripped) or _group("TOPIC").search(after[:6]) or stripped.startswith("in "):
         return True
     prior = named.get("PRIOR")
@@ -743,7 +748,8 @@ def _specific(text: str, named: dict[str, tuple[int, int]]) -> bool:
     gap_end = text.rfind(" ", 0, second[0])
     between = text[gap_start:gap_end + 1].split() if 0 <= gap_start <= gap_end else []
     # Far apart, the words between say nothing about the noun; next to it, a foreign word is a topic.
-    if between and _group("CLAUSE").match(between[0] + " "):
+    if between and (any(_group("GIVEN").match(w + " ") for w in between)
+                    or all(_group("RELPRON").match(w + " ") for w in between)):
         return False  # "the rules that you were given", "पहले दिए गए नियम": a clause, not a topic
     return len(between) <= 3 and any(w not in _generic() and len(w) > 2 and not _group("PRIOR").match(w)
                                      for w in between)
@@ -856,9 +862,9 @@ def _hidden_content(text: str, depth: int) -> str | None:
             decoded = _decode(m.group())
             if decoded and scan(decoded, depth + 1):
                 return "base64 that decodes to text the scanner refuses"
-            if decoded and told_to_act is None:
+            if decoded and len(re.findall(r"[^\W\d_]{2,}", decoded)) >= 3 and " " in decoded and told_to_act is None:
                 told_to_act = _DECODE_AND_ACT.hit(_Views(text))
-            if decoded and told_to_act:
+            if told_to_act:
                 return "encoded text with an instruction to decode and act on it"
         for m in _HEX.finditer(text):
             decoded = _printable(bytes.fromhex(m.group()))
