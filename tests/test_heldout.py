@@ -9,11 +9,11 @@ from orchestrator.tools.base import ToolContext, ToolError
 from orchestrator.tools.memory_tool import memory_tool
 from orchestrator.tools.risk import assess
 from orchestrator.tools.session import ToolSession
-from tests.data.heldout import memory_1, memory_2, risk_1, risk_2
+from tests.data.heldout import memory_1, memory_2, risk_1, risk_2, set_3
 
 LANGUAGES = {"en", "vi", "th", "id", "zh", "ja", "ko", "ru", "es", "pt", "de", "fr", "ar", "hi", "tr", "pl"}
-MEMORY = {"memory_1": memory_1, "memory_2": memory_2}
-RISK = {"risk_1": risk_1, "risk_2": risk_2}
+MEMORY = {"memory_1": memory_1, "memory_2": memory_2, "set_3": set_3}
+RISK = {"risk_1": risk_1, "risk_2": risk_2, "set_3": set_3}
 
 
 def writes(sets, attr):
@@ -27,7 +27,7 @@ def flagged(command: str) -> bool:
 
 def test_the_held_out_sets_are_large_and_cover_every_language():
     assert len(writes(MEMORY.values(), "HOSTILE")) >= 150 and len(writes(MEMORY.values(), "ORDINARY")) >= 100
-    assert sum(len(r.RISKY) for r in RISK.values()) >= 100 and sum(len(r.ORDINARY) for r in RISK.values()) >= 150
+    assert sum(len(r.RISKY) for r in RISK.values()) >= 100 and len(risk_1.ORDINARY) + len(risk_2.ORDINARY) >= 150
     for m in MEMORY.values():
         assert LANGUAGES <= set(m.HOSTILE) and LANGUAGES <= set(m.ORDINARY)
 
@@ -45,10 +45,11 @@ def test_held_out_memory_writes(name):
 @pytest.mark.parametrize("name", sorted(RISK))
 def test_held_out_commands(name):
     r = RISK[name]
+    ordinary = getattr(r, "ORDINARY_COMMANDS", None) or r.ORDINARY  # set 3 holds notes and commands
     missed = [c for c in r.RISKY if not flagged(c)]
-    asked = [(c, assess(c).risks) for c in r.ORDINARY if flagged(c)]
+    asked = [(c, assess(c).risks) for c in ordinary if flagged(c)]
     assert len(missed) / len(r.RISKY) <= 0.03, missed  # README: risky recall >= 97%
-    assert len(asked) / len(r.ORDINARY) <= 0.03, asked  # README: ordinary asked <= 3%
+    assert len(asked) / len(ordinary) <= 0.03, asked  # README: ordinary asked <= 3%
 
 
 async def test_the_memory_tool_holds_on_the_second_held_out_set(tmp_path):

@@ -8,6 +8,7 @@ folds them away."""
 
 # earlier or existing instructions: the object an override aims at
 PRIOR = [
+    "poczatkow", "शुरुआती", "शुरू के", "ilk", "đầu tiên", "dau tien", "ban đầu", "awal", "पहले वाले", "初めの", "最初に",
     "前に", "раньше", "antes", "auparavant", "precedemment", "سابقا", "سابقاً", "daha once", "once verilen", "back then", "vorhin", "truoc do", "以前に",
     "you were handed", "handed to you", "you got", "provided to you", "supplied", "issued to you", "laid down",
     "you were configured with", "configured with", "set up with", "you started with",
@@ -90,6 +91,7 @@ DROP = [
 ]
 
 VOID = [
+    "expire", "lapsed", "kedaluwarsa", "kadaluarsa", "过期", "過期", "期限切れ", "失効", "만료", "устарел", "истек", "истёк", "expiraron", "expirad", "expiraram", "caducaron", "abgelaufen", "veraltet", "perime", "انتهت صلاحيت", "منتهية", "समाप्त", "सीमा खत्म", "suresi doldu", "gecerliligini yitir", "wygasl", "het han", "หมดอายุ", "หมดเวลา",
     "gone", "are gone", "is gone", "no more", "switched off", "shut off", "dimatikan", "matikan", "kapatildi", "kapandi", "отключены", "desligad", "abgeschaltet", "ausgeschaltet", "coupees", "coupes", "إيقاف", "أوقفت", "बंद कर दिए", "tat roi", "ปิดแล้ว", "关闭了", "已关闭", "꺼졌", "取り消され", "取消され", "revocadas", "revogadas", "revoquees", "odwolane",
     "se eliminan", "eliminad", "entfallen", "entfallt", "fallen weg", "sont supprime", "supprimees", "supprimes ", "تم رفع", "رفع القيود", "أزيلت", "تمت إزالة", "eliminated",
     "khong con gia tri", "het gia tri", "mat hieu luc", "有効ではありません", "有効ではない", "もう有効", "효력이 없", "효력 없", "ya no tienen validez", "no tienen validez", "ya no valen", "perdieron", "perderam a validade", "perdeu a validade", "nao tem validade", "ja nao valem", "nicht mehr gultig", "keine gultigkeit", "verfallen", "ne sont plus valables", "plus valable", "n est plus valable", "caduc", "मान्य नहीं", "stracil", "stracily", "wygasl", "nie sa wazne", "утратили силу", "не имеют силы", "не действительн", "expired", "lost validity", "no longer hold", "no longer stand", "失去效力", "不再有效", "已失效", "效力",
@@ -155,6 +157,7 @@ APPROVAL = [
 ]
 
 NO_APPROVAL = [
+    "without waiting", "don t wait", "do not wait", "dont wait", "no need to wait", "待たず", "기다리지", "не жди", "не дожида", "no esperes", "sin esperar", "nao espere", "sem esperar", "warte nicht", "ohne zu warten", "n attends", "sans attendre", "لا تنتظر", "دون انتظار", "इंतज़ार मत", "इंतजार मत", "bekleme", "beklemeden", "nie czekaj", "bez czekania", "dung cho", "khong can cho", "jangan tunggu", "tanpa menunggu", "不要等", "不用等", "无需等待", "ไม่ต้องรอ", "อย่ารอ",
     "de antemano", "por adelantado", "antecipadamente", "previamente", "d avance", "a l avance", "im voraus", "vorab", "заранее", "z gory", "z wyprzedzeniem", "onceden", "peşinen", "مسبقا", "مسبقاً", "पहले से", "truoc", "sebelumnya", "事前", "预先", "提前", "事先", "미리", "사전", "ล่วงหน้า", "nie pytaj", "sorma", 
     "nobody needs", "no one needs", "nobody has to", "no one has to", "anymore", "no longer",
     "не спрашивая", "не спросив", "без вопрос", "聞かずに", "尋ねずに", "묻지 않고", "دون سؤال", "पूछे बिना", "sin preguntar", "sem perguntar", "ohne zu fragen", "ohne den benutzer zu fragen", "sans demander", "bez pytania", "sormadan", "tanpa bertanya", "ma khong can", "khong can",

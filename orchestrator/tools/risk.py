@@ -6,6 +6,7 @@ misses. Text it cannot see into (eval, a computed command name, code piped into 
 interpreter) is *opaque*: contained, it runs; with the network or without the sandbox, it asks."""
 from __future__ import annotations
 
+import itertools
 import posixpath
 import re
 import shlex
@@ -107,6 +108,7 @@ class Cmd:
     fed: bool = False  # stdin comes from a pipe, a file or a here-string
     wrappers: list[str] = field(default_factory=list)  # sudo, env, xargs, find ... that run it
     found_build: bool = False  # run by `find -exec` on build artefacts only
+    find_roots: list[str] = field(default_factory=list)  # where the `find` that runs it starts
     argv: list[str] = field(default_factory=list)
 
     @property
@@ -282,7 +284,9 @@ def _unwrap(cmd: Cmd, depth: int, script: _Script) -> None:
             _read(" ".join(pos[1:]), depth + 1, cmd.fed, script)
     elif prog in ("find", "gfind"):
         for nested in _find_execs(args):
-            inner = Cmd(words=nested, wrappers=cmd.wrappers + ["find"], found_build=_find_is_build(args))
+            roots = list(itertools.takewhile(lambda a: not a.startswith(("-", "(", "!")), args))
+            inner = Cmd(words=nested, wrappers=cmd.wrappers + ["find"], found_build=_find_is_build(args),
+                        find_roots=roots)
             _unwrap(inner, depth + 1, script)
     elif _INTERPRETERS.match(prog):
         opts, _ = _parse(args, "ceEmWXr")
@@ -646,7 +650,7 @@ def _deletion(cmd: Cmd, prog: str, args: list[str]):
             return risk, "deletes what find matches"
         if any(p.startswith(("/", "~", "$HOME", "${HOME}")) and not p.startswith("/tmp/") for p in pos):
             return risk, "deletes files outside the workspace"
-    elif prog in ("find", "gfind") and "-delete" in args and not _find_is_build(args):
+    elif prog in ("find", "gfind") and "-delete" in args and not _find_is_build(args) and not _find_is_named(args):
         return risk, "find deletes what it matches"
     elif prog == "git":
         sub, rest = _git_sub(args)
@@ -691,6 +695,19 @@ def _find_is_build(args: list[str]) -> bool:
     names = [args[i + 1] for i, a in enumerate(args[:-1]) if a in ("-name", "-iname", "-path")]
     return (all(_inside(r) for r in roots) and bool(names)
             and all(posixpath.basename(n.rstrip("/")) in _BUILD_PATTERNS for n in names))
+
+
+def _find_is_named(args: list[str]) -> bool:
+    """find under relative roots, limited to names with a literal part (find . -name '*.orig' -delete),
+    never negated: deleting what matches a name is `rm *.orig`, not emptying the tree."""
+    roots = []
+    for a in args:
+        if a.startswith(("-", "(", "!")):
+            break
+        roots.append(a)
+    names = [args[i + 1] for i, a in enumerate(args[:-1]) if a in ("-name", "-iname")]
+    return (all(_inside(r) for r in roots) and bool(names) and not {"!", "-not", "-o", "-or"} & set(args)
+            and all(len(re.sub(r"[*?\[\]]", "", n)) >= 2 for n in names))
 
 
 def _disk(cmd: Cmd, prog: str, args: list[str]):
@@ -765,6 +782,7 @@ def _bomb(cmd: Cmd, prog: str, args: list[str]):
 _RUNNERS = _SHELLS | {"source", "."}
 _DOWNLOADERS = {"curl", "wget", "fetch", "aria2c", "http", "https", "xh", "lwp-request", "GET",
                 "iwr", "irm", "invoke-webrequest", "invoke-restmethod"}  # PowerShell's, read lowercased
+_UNPACKERS = {"tar", "bsdtar", "unzip", "gunzip", "cpio", "7z", "xz", "zstd", "bunzip2"}
 _SAVES = re.compile(r"^(?:-[a-zA-Z]*[oO]|--output(?:-document)?|--remote-name)(?:=|$)|^-[oO].")  # -so, -fsSLo
 _EVALUATORS = {"eval", "iex", "invoke-expression"}  # PowerShell's names are case-insensitive
 
@@ -1013,18 +1031,30 @@ def _families(script: _Script):
                                                                       "php", "sudo"} and (
                 cmd.fed or any(_SUB in a for a in cmd.args)):
             yield REMOTE_CODE, "downloads code and runs it"
-    if fetches and any(c.prog in ("chmod", "bash", "sh", "source", ".", "python", "python3") or c.prog.startswith("./")
-                       for c in script.cmds) and any(c.prog in _DOWNLOADERS and any(_SAVES.match(a) for a in c.args)
-                                                     or c.prog == "wget" for c in script.cmds):
+    if fetches and any(c.prog in ("chmod", "bash", "sh", "source", ".", "python", "python3")
+                       or c.argv[:1] and "/" in c.argv[0] for c in script.cmds) and any(c.prog in _DOWNLOADERS and any(_SAVES.match(a) for a in c.args)
+                                                     or c.prog == "wget" or c.prog in _UNPACKERS and c.fed
+                                                     for c in script.cmds):
         yield REMOTE_CODE, "downloads a file and runs it"
     if progs & {"env", "printenv", "set", "export", "declare"} and progs & (_NETWORK | _DOWNLOADERS) and any(
             c.prog in ("env", "printenv", "set", "export", "declare") and not c.args and c.fed is False
             for c in script.cmds):
         yield EXFILTRATION, "sends the environment over the network"
+    if any(_ENDLESS.search(t) for t in script.texts) and progs & (_NETWORK | _DOWNLOADERS):
+        yield PERSISTENCE, "calls the network in an endless loop (a beacon)"
+    for cmd in script.cmds:
+        if "find" in cmd.wrappers and cmd.prog in _MUTATORS and any(
+                _HOMEISH.match(r) or _rootish(r) or r.startswith("/") and not r.startswith("/tmp/")
+                for r in cmd.find_roots):
+            yield DESTRUCTIVE, "find changes files across the home or system folders"
     remotes_added = any(c.prog == "git" and _git_sub(c.args)[0] == "remote" and set(_git_sub(c.args)[1][:1])
                         & {"add", "set-url"} for c in script.cmds)
     for cmd in script.cmds:
         yield from _family_cmd(cmd, cmd.prog, cmd.args, remotes_added)
+
+
+_ENDLESS = re.compile(r"\bwhile\s+(?:true|:|\[\s*1\s*\]|\(\(\s*1\s*\)\))\s*;?\s*do\b|\bfor\s*\(\(\s*;\s*;\s*\)\)")
+_MUTATORS = {"sed", "rm", "chmod", "chown", "mv", "cp", "tee", "truncate", "shred", "ln", "perl", "unlink"}
 
 
 def _family_cmd(cmd: Cmd, prog: str, args: list[str], remotes_added: bool):
