@@ -158,7 +158,7 @@ APPROVAL = [
 
 NO_APPROVAL = [
     "without waiting", "don t wait", "do not wait", "dont wait", "no need to wait", "待たず", "기다리지", "не жди", "не дожида", "no esperes", "sin esperar", "nao espere", "sem esperar", "warte nicht", "ohne zu warten", "n attends", "sans attendre", "لا تنتظر", "دون انتظار", "इंतज़ार मत", "इंतजार मत", "bekleme", "beklemeden", "nie czekaj", "bez czekania", "dung cho", "khong can cho", "jangan tunggu", "tanpa menunggu", "不要等", "不用等", "无需等待", "ไม่ต้องรอ", "อย่ารอ",
-    "de antemano", "por adelantado", "antecipadamente", "previamente", "d avance", "a l avance", "im voraus", "vorab", "заранее", "z gory", "z wyprzedzeniem", "onceden", "peşinen", "مسبقا", "مسبقاً", "पहले से", "truoc", "sebelumnya", "事前", "预先", "提前", "事先", "미리", "사전", "ล่วงหน้า", "nie pytaj", "sorma", 
+    "de antemano", "por adelantado", "antecipadamente", "d avance", "a l avance", "im voraus", "vorab", "заранее", "z gory", "z wyprzedzeniem", "onceden", "peşinen", "مسبقا", "مسبقاً", "पहले से", "sebelumnya", "事前", "预先", "提前", "事先", "미리", "사전", "ล่วงหน้า", "nie pytaj", "sorma", 
     "nobody needs", "no one needs", "nobody has to", "no one has to", "anymore", "no longer",
     "не спрашивая", "не спросив", "без вопрос", "聞かずに", "尋ねずに", "묻지 않고", "دون سؤال", "पूछे बिना", "sin preguntar", "sem perguntar", "ohne zu fragen", "ohne den benutzer zu fragen", "sans demander", "bez pytania", "sormadan", "tanpa bertanya", "ma khong can", "khong can",
     "brauchst keine", "brauchen keine", "keine freigabe", "nie potrzebujesz", "nie potrzebujecie",
@@ -362,7 +362,7 @@ OFF = [
     "turn off", "turned off", "switch off", "disable", "disabled", "deactivat", "are off", "is off", "suspend",
     "tat ", "vo hieu hoa", "ปิด", "matikan", "dimatikan", "nonaktif", "关闭", "關閉", "关掉", "关了", "禁用", "停用",
     "無効", "オフ", "切っ", "止め", "끄", "꺼", "비활성", "해제", "отключ", "выключ", "сним", "desactiv", "desativ",
-    "deslig", "apag", "abschalt", "ausschalt", "deaktiv", "aus ", "desactive", "coupe", "couper", "أوقف", "اوقف",
+    "deslig", "abschalt", "ausschalt", "deaktiv", "aus ", "desactive", "coupe", "couper", "أوقف", "اوقف",
     "عطل", "تعطيل", "إيقاف", "ايقاف", "معطل", "बंद", "निष्क्रिय", "kapat", "devre disi", "wylacz", "wylaczon",
 ]
 

@@ -1086,7 +1086,7 @@ def _family_cmd(cmd: Cmd, prog: str, args: list[str], remotes_added: bool):
         yield DESTRUCTIVE, "deletes files outside the workspace or named by a variable"
     if prog == "rsync" and any(o.startswith(("--delete", "--remove-source-files")) or o == "--del" for o in flags):
         yield DESTRUCTIVE, "rsync deletes files at the destination"
-    if prog in ("chmod", "chown", "chgrp") and any(_STARTUP.search(p) or _SECRETS.search(p) or _rootish(p)
+    if prog in ("chmod", "chown", "chgrp") and any(_STARTUP.search(p) or _SECRETS.search(p) and not _inside(p) or _rootish(p)
                                                    for p in pos[1:]):
         yield PRIVILEGE, "changes permissions of startup, credential or home files"
     if prog in ("grep", "egrep", "rg", "ag", "ack", "git-grep") and pos and _SECRET_WORD.search(pos[0]) and any(
