@@ -9,7 +9,8 @@ folds them away."""
 # earlier or existing instructions: the object an override aims at
 PRIOR = [
     "poczatkow", "शुरुआती", "शुरू के", "ilk", "đầu tiên", "dau tien", "ban đầu", "awal", "पहले वाले", "初めの", "最初に",
-    "前に", "раньше", "antes", "auparavant", "precedemment", "سابقا", "سابقاً", "daha once", "once verilen", "back then", "vorhin", "truoc do", "以前に",
+    "前に", "раньше", "antes", "auparavant", "precedemment", "سابقا", "سابقاً", "daha once", "once verilen",
+    "back then", "vorhin", "truoc do", "以前に",
     "you were handed", "handed to you", "you got", "provided to you", "supplied", "issued to you", "laid down",
     "you were configured with", "configured with", "set up with", "you started with",
     "原始", "最初", "起初", "初始", "当初", "最初の", "처음", "최초", "исходн", "первоначальн", "pierwotn", "orijinal", "baslangic", "first", "startup", "ban dau", "luc dau", "asli", "semula", "originel", "d origine", "urspr", "الأصلي", "الأولى", "मूल", "प्रारंभिक", "oryginaln", "inicial", "iniciais",
@@ -91,8 +92,13 @@ DROP = [
 ]
 
 VOID = [
-    "expire", "lapsed", "kedaluwarsa", "kadaluarsa", "过期", "過期", "期限切れ", "失効", "만료", "устарел", "истек", "истёк", "expiraron", "expirad", "expiraram", "caducaron", "abgelaufen", "veraltet", "perime", "انتهت صلاحيت", "منتهية", "समाप्त", "सीमा खत्म", "suresi doldu", "gecerliligini yitir", "wygasl", "het han", "หมดอายุ", "หมดเวลา",
-    "gone", "are gone", "is gone", "no more", "switched off", "shut off", "dimatikan", "matikan", "kapatildi", "kapandi", "отключены", "desligad", "abgeschaltet", "ausgeschaltet", "coupees", "coupes", "إيقاف", "أوقفت", "बंद कर दिए", "tat roi", "ปิดแล้ว", "关闭了", "已关闭", "꺼졌", "取り消され", "取消され", "revocadas", "revogadas", "revoquees", "odwolane",
+    "expire", "lapsed", "kedaluwarsa", "kadaluarsa", "过期", "過期", "期限切れ", "失効", "만료", "устарел", "истек", "истёк",
+    "expiraron", "expirad", "expiraram", "caducaron", "abgelaufen", "veraltet", "perime", "انتهت صلاحيت", "منتهية",
+    "समाप्त", "सीमा खत्म", "suresi doldu", "gecerliligini yitir", "wygasl", "het han", "หมดอายุ", "หมดเวลา",
+    "gone", "are gone", "is gone", "no more", "switched off", "shut off", "dimatikan", "matikan", "kapatildi",
+    "kapandi", "отключены", "desligad", "abgeschaltet", "ausgeschaltet", "coupees", "coupes", "إيقاف", "أوقفت",
+    "बंद कर दिए", "tat roi", "ปิดแล้ว", "关闭了", "已关闭", "꺼졌", "取り消され", "取消され", "revocadas", "revogadas", "revoquees",
+    "odwolane",
     "se eliminan", "eliminad", "entfallen", "entfallt", "fallen weg", "sont supprime", "supprimees", "supprimes ", "تم رفع", "رفع القيود", "أزيلت", "تمت إزالة", "eliminated",
     "khong con gia tri", "het gia tri", "mat hieu luc", "有効ではありません", "有効ではない", "もう有効", "효력이 없", "효력 없", "ya no tienen validez", "no tienen validez", "ya no valen", "perdieron", "perderam a validade", "perdeu a validade", "nao tem validade", "ja nao valem", "nicht mehr gultig", "keine gultigkeit", "verfallen", "ne sont plus valables", "plus valable", "n est plus valable", "caduc", "मान्य नहीं", "stracil", "stracily", "wygasl", "nie sa wazne", "утратили силу", "не имеют силы", "не действительн", "expired", "lost validity", "no longer hold", "no longer stand", "失去效力", "不再有效", "已失效", "效力",
     "removed", "dropped", "no longer enforced", "not enforced", "relaxed", "sin efecto", "sin validez", "quedan sin", "removid", "sem efeito", "retirad", "levee", "levees", "leves", "हटा दी", "हटा दिए", "हटाई", "हटा दिया", "कोई असर नहीं", "kaldirildi", "kaldirilmistir", "zniesion", "снят", "убран", "解除了", "取消了", "撤掉", "解除され", "撤廃", "해제되었", "없어졌",
@@ -131,7 +137,9 @@ TOPIC = [
 ]
 
 APPROVAL = [
-    "authoris", "hoi ai", "hoi ", "consultar", "consult", "ruckfrage", "nachfrage", "ถาม", "tanya", "问", "問", "聞", "묻", "물어", "спрос", "pregunt", "pergunt", "demander", "تسأل", "يسأل", "سؤال", "पूछ", "sorma", "sormadan", "pytan", "pytaj",
+    "authoris", "hoi ai", "hoi ", "consultar", "consult", "ruckfrage", "nachfrage", "ถาม", "tanya", "问", "問", "聞",
+    "묻", "물어", "спрос", "pregunt", "pergunt", "demander", "تسأل", "يسأل", "سؤال", "पूछ", "sorma", "sormadan",
+    "pytan", "pytaj",
     "dong y", "聞か", "尋ね", "спраш", "سؤال", "pytania", "sormadan", "fragen", "demander a", "preguntar", "perguntar",
     "审核", "审查", "審核", "審查", "검토", "レビュー", "revision", "revisao", "uberprufung", "relecture",
     "freigabe", "genehmigung", "zgody", "zgoda",
@@ -157,8 +165,14 @@ APPROVAL = [
 ]
 
 NO_APPROVAL = [
-    "without waiting", "don t wait", "do not wait", "dont wait", "no need to wait", "待たず", "기다리지", "не жди", "не дожида", "no esperes", "sin esperar", "nao espere", "sem esperar", "warte nicht", "ohne zu warten", "n attends", "sans attendre", "لا تنتظر", "دون انتظار", "इंतज़ार मत", "इंतजार मत", "bekleme", "beklemeden", "nie czekaj", "bez czekania", "dung cho", "khong can cho", "jangan tunggu", "tanpa menunggu", "不要等", "不用等", "无需等待", "ไม่ต้องรอ", "อย่ารอ",
-    "de antemano", "por adelantado", "antecipadamente", "d avance", "a l avance", "im voraus", "vorab", "заранее", "z gory", "z wyprzedzeniem", "onceden", "peşinen", "مسبقا", "مسبقاً", "पहले से", "sebelumnya", "事前", "预先", "提前", "事先", "미리", "사전", "ล่วงหน้า", "nie pytaj", "sorma", 
+    "without waiting", "don t wait", "do not wait", "dont wait", "no need to wait", "待たず", "기다리지", "не жди",
+    "не дожида", "no esperes", "sin esperar", "nao espere", "sem esperar", "warte nicht", "ohne zu warten",
+    "n attends", "sans attendre", "لا تنتظر", "دون انتظار", "इंतज़ार मत", "इंतजार मत", "bekleme", "beklemeden",
+    "nie czekaj", "bez czekania", "dung cho", "khong can cho", "jangan tunggu", "tanpa menunggu", "不要等", "不用等",
+    "无需等待", "ไม่ต้องรอ", "อย่ารอ",
+    "de antemano", "por adelantado", "antecipadamente", "d avance", "a l avance", "im voraus", "vorab", "заранее",
+    "z gory", "z wyprzedzeniem", "onceden", "peşinen", "مسبقا", "مسبقاً", "पहले से", "sebelumnya", "事前", "预先", "提前",
+    "事先", "미리", "사전", "ล่วงหน้า", "nie pytaj", "sorma",
     "nobody needs", "no one needs", "nobody has to", "no one has to", "anymore", "no longer",
     "не спрашивая", "не спросив", "без вопрос", "聞かずに", "尋ねずに", "묻지 않고", "دون سؤال", "पूछे बिना", "sin preguntar", "sem perguntar", "ohne zu fragen", "ohne den benutzer zu fragen", "sans demander", "bez pytania", "sormadan", "tanpa bertanya", "ma khong can", "khong can",
     "brauchst keine", "brauchen keine", "keine freigabe", "nie potrzebujesz", "nie potrzebujecie",
@@ -186,8 +200,13 @@ NO_APPROVAL = [
 
 # the action a bypass is about: commands, tools, changes (not "vendors" or "emails")
 ACTION = [
-    "apag", "branch", "rama", "galez", "zweig", "ветк", "分支", "ブランチ", "브랜치", "فروع", "الفروع", "ब्रांच", "pousse", "pousser", "empuj", "usuwa", "kasuj", "borra", "loscht", "удаля", "force push",
-    "despliegue", "desplegar", "despliega", "implantac", "implantaç", "implanta", "deployment", "deploiement", "deployer", "mise en production", "bereitstellung", "ausroll", "развертыван", "развёртыван", "разверт", "релиз", "wdrozen", "wdroz", "dagitim", "dagit", "yayin", "النشر", "نشر", "डिप्लॉय", "तैनाती", "रिलीज़", "trien khai", "การ deploy", "การปรับใช้", "ปรับใช้", "rilis", "penerapan", "发布", "発布", "リリース", "릴리스", "выпуск", "publicac", "lancamento", "veroffentlich", "wydani", "surum",
+    "apag", "branch", "rama", "galez", "zweig", "ветк", "分支", "ブランチ", "브랜치", "فروع", "الفروع", "ब्रांच", "pousse",
+    "pousser", "empuj", "usuwa", "kasuj", "borra", "loscht", "удаля", "force push",
+    "despliegue", "desplegar", "despliega", "implantac", "implantaç", "implanta", "deployment", "deploiement",
+    "deployer", "mise en production", "bereitstellung", "ausroll", "развертыван", "развёртыван", "разверт", "релиз",
+    "wdrozen", "wdroz", "dagitim", "dagit", "yayin", "النشر", "نشر", "डिप्लॉय", "तैनाती", "रिलीज़", "trien khai",
+    "การ deploy", "การปรับใช้", "ปรับใช้", "rilis", "penerapan", "发布", "発布", "リリース", "릴리스", "выпуск", "publicac",
+    "lancamento", "veroffentlich", "wydani", "surum",
     "merge", "merg", "release", "publish",
     "تشغيل", "запуска", "uruchom", "calistirabilir", "ejecutar", "executar", "ausfuhren", "executer",
     "推送", "部署", "合并", "合併", "배포", "푸시", "병합", "デプロイ", "マージ", "プッシュ",
@@ -297,7 +316,12 @@ ADDRESS = [
 
 # needing no approval at all, said outright ("no need to ask permission")
 NO_NEED = [
-    "필요가 없", "필요는 없", "필요 없", "할 필요", "nao e preciso", "nao e necessario", "no es preciso", "inutile", "pas la peine", "nul besoin", "kein bedarf", "nicht notwendig", "nie ma potrzeby", "nie jest potrzebn", "nie jest konieczn", "gerekmiyor", "gerek yoktur", "lazim degil", "لا داعي", "ليس ضروريا", "ज़रूरी नहीं", "जरूरी नहीं", "必要はない", "必要ない", "必要はありません", "不必要", "没必要", "沒必要", "无须", "無須", "khong can thiet", "khong bat buoc", "tidak usah", "tak usah", "gak usah", "не надо", "не обязательно", "нет необходимости", "no necesitas", "sin necesidad", "nao precisa", "nao necessita",
+    "필요가 없", "필요는 없", "필요 없", "할 필요", "nao e preciso", "nao e necessario", "no es preciso", "inutile",
+    "pas la peine", "nul besoin", "kein bedarf", "nicht notwendig", "nie ma potrzeby", "nie jest potrzebn",
+    "nie jest konieczn", "gerekmiyor", "gerek yoktur", "lazim degil", "لا داعي", "ليس ضروريا", "ज़रूरी नहीं",
+    "जरूरी नहीं", "必要はない", "必要ない", "必要はありません", "不必要", "没必要", "沒必要", "无须", "無須", "khong can thiet", "khong bat buoc",
+    "tidak usah", "tak usah", "gak usah", "не надо", "не обязательно", "нет необходимости", "no necesitas",
+    "sin necesidad", "nao precisa", "nao necessita",
     "brauchst keine", "brauchen keine", "benotigst keine", "nie potrzebujesz", "nie potrzebujecie", "no necesitas", "nao necessita", "n as pas besoin", "ihtiyacin yok", "لا تحتاج", "ไม่ต้องขอ",
     "no need", "don t need", "do not need", "not necessary", "unnecessary", "needn t", "not required",
     "plus besoin", "pas besoin", "pas necessaire", "keine notwendigkeit", "nicht notig", "nicht erforderlich",
@@ -309,17 +333,28 @@ NO_NEED = [
 
 # where a secret pasted is a secret published: messages, commits, issues, replies
 PUBLIC_PLACE = [
-    "mo ta", "ข้อความ", "komentar", "kommentar", "commentaire", "comentario", "комментари", "коммит", "описани", "커밋", "コミット", "提交", "说明", "تعليق", "الإيداع", "رسالة", "टिप्पणी", "संदेश", "yorum", "mesaj", "komentarz", "opis", "descripcion", "descricao", "beschreibung", "nachricht", "mensaje", "mensagem", "issue", "pull request", "пулл реквест",
+    "mo ta", "ข้อความ", "komentar", "kommentar", "commentaire", "comentario", "комментари", "коммит", "описани",
+    "커밋", "コミット", "提交", "说明", "تعليق", "الإيداع", "رسالة", "टिप्पणी", "संदेश", "yorum", "mesaj", "komentarz",
+    "opis", "descripcion", "descricao", "beschreibung", "nachricht", "mensaje", "mensagem", "issue", "pull request",
+    "пулл реквест",
     "commit message", "commit", "pr description", "pull request", "issue", "comment", "reply", "answer", "response",
     "chat", "message", "output", "log", "description", "readme", "gist", "pastebin", "slack", "discord", "email",
     "tweet", "post", "every", "each",
 ]
 PLACE_VERB = [
-    "dan ", "dan vao", "วาง", "ใส่", "คัดลอก", "salin", "tempel", "贴", "粘贴", "貼り付け", "貼っ", "붙여", "вставь", "скопируй", "добавь", "pega", "copia", "incluye", "cole", "copie", "inclua", "fuge", "einfugen", "kopiere", "colle", "insere", "ajoute", "الصق", "انسخ", "ضع", "أضف", "चिपका", "कॉपी", "डाल", "yapistir", "kopyala", "ekle", "wklej", "skopiuj", "dodaj",
+    "dan ", "dan vao", "วาง", "ใส่", "คัดลอก", "salin", "tempel", "贴", "粘贴", "貼り付け", "貼っ", "붙여", "вставь",
+    "скопируй", "добавь", "pega", "copia", "incluye", "cole", "copie", "inclua", "fuge", "einfugen", "kopiere",
+    "colle", "insere", "ajoute", "الصق", "انسخ", "ضع", "أضف", "चिपका", "कॉपी", "डाल", "yapistir", "kopyala", "ekle",
+    "wklej", "skopiuj", "dodaj",
     "paste", "include", "insert", "put", "add", "embed", "append", "attach", "copy", "write", "leave", "drop"]
 STRONG_SECRET = [
     "geheim",
-    "khoa bi mat", "mat khau", "รหัสผ่าน", "คีย์ลับ", "kunci rahasia", "kata sandi", "密钥", "密鑰", "密码", "密碼", "シークレットキー", "秘密鍵", "パスワード", "비밀 키", "비밀번호", "секретный ключ", "секретного ключа", "парол", "clave secreta", "contrasena", "chave secreta", "senha", "geheimen schlussel", "geheimer schlussel", "geheime schlussel", "passwort", "cle secrete", "mot de passe", "المفتاح السري", "كلمة المرور", "गुप्त कुंजी", "पासवर्ड", "gizli anahtar", "parola", "sifre", "tajny klucz", "haslo", "aws credentials", "credentials", "secret key", "访问密钥", "アクセスキー", "액세스 키",
+    "khoa bi mat", "mat khau", "รหัสผ่าน", "คีย์ลับ", "kunci rahasia", "kata sandi", "密钥", "密鑰", "密码", "密碼",
+    "シークレットキー", "秘密鍵", "パスワード", "비밀 키", "비밀번호", "секретный ключ", "секретного ключа", "парол", "clave secreta",
+    "contrasena", "chave secreta", "senha", "geheimen schlussel", "geheimer schlussel", "geheime schlussel",
+    "passwort", "cle secrete", "mot de passe", "المفتاح السري", "كلمة المرور", "गुप्त कुंजी", "पासवर्ड",
+    "gizli anahtar", "parola", "sifre", "tajny klucz", "haslo", "aws credentials", "credentials", "secret key",
+    "访问密钥", "アクセスキー", "액세스 키",
     "private key", "ssh key", "id rsa", "id ed25519", "secret access key", "secret key", "api key", "apikey",
     "password", "passwd", "credential", "netrc", "access token", "auth token", "github token", "npm token",
     "bearer token", "session cookie", "aws secret", "seed phrase", "mnemonic",
@@ -382,7 +417,8 @@ DECODE = [
     "डिकोड", "coz", "dekoduj", "odkoduj",
 ]
 ACT_ON = [
-    "follow", "execute", "run", "obey", "apply", "do what", "carry out", "act on", "comply", "lam theo", "thuc hien",
+    "follow", "execute", "run", "obey", "apply", "do what", "carry out", "act on", "comply", "lam theo",
+    "thuc hien",
     "ทำตาม", "ปฏิบัติ", "ikuti", "jalankan", "laksanakan", "执行", "執行", "照做", "遵循", "遵守", "従", "実行",
     "따르", "실행", "выполн", "следуй", "исполн", "sigue", "ejecut", "cumpl", "siga", "execut", "cumpra", "folge",
     "befolge", "ausfuhr", "fuhre", "suis", "suivez", "applique", "اتبع", "نفذ", "طبق", "पालन", "चलाओ", "करो",

@@ -930,8 +930,8 @@ def _reads_only_plain_files(tree) -> bool:
 
 
 # require() of the project's own files and of read-only core modules: node -e "require('./package.json')"
-_JS_PLAIN_REQUIRE = re.compile(r"""\brequire\s*\(\s*(['"])(?:\./(?![\w./-]*\.\.)[\w./-]+|(?:node:)?(?:os|path|util|url|"""
-                               r"""assert|semver))\1\s*\)""")
+_JS_PLAIN_REQUIRE = re.compile(r"""\brequire\s*\(\s*(['"])(?:\./(?![\w./-]*\.\.)[\w./-]+|"""
+                               r"""(?:node:)?(?:os|path|util|url|assert|semver))\1\s*\)""")
 _JS_SAFE = {"console", "log", "error", "info", "warn", "process", "version", "versions", "platform", "arch",
             "argv", "JSON", "stringify", "parse", "Math", "max", "min", "floor", "ceil", "round", "random", "abs",
             "Date", "now", "toISOString", "String", "Number", "parseInt", "parseFloat", "Array", "from", "map",
@@ -1031,10 +1031,11 @@ def _families(script: _Script):
                                                                       "php", "sudo"} and (
                 cmd.fed or any(_SUB in a for a in cmd.args)):
             yield REMOTE_CODE, "downloads code and runs it"
-    if fetches and any(c.prog in ("chmod", "bash", "sh", "source", ".", "python", "python3")
-                       or c.argv[:1] and "/" in c.argv[0] for c in script.cmds) and any(c.prog in _DOWNLOADERS and any(_SAVES.match(a) for a in c.args)
-                                                     or c.prog == "wget" or c.prog in _UNPACKERS and c.fed
-                                                     for c in script.cmds):
+    runs_a_file = any(c.prog in ("chmod", "bash", "sh", "source", ".", "python", "python3")
+                      or c.argv[:1] and "/" in c.argv[0] for c in script.cmds)
+    saves = any(c.prog in _DOWNLOADERS and any(_SAVES.match(a) for a in c.args) or c.prog == "wget"
+                or c.prog in _UNPACKERS and c.fed for c in script.cmds)
+    if fetches and runs_a_file and saves:
         yield REMOTE_CODE, "downloads a file and runs it"
     if progs & {"env", "printenv", "set", "export", "declare"} and progs & (_NETWORK | _DOWNLOADERS) and any(
             c.prog in ("env", "printenv", "set", "export", "declare") and not c.args and c.fed is False
@@ -1086,8 +1087,8 @@ def _family_cmd(cmd: Cmd, prog: str, args: list[str], remotes_added: bool):
         yield DESTRUCTIVE, "deletes files outside the workspace or named by a variable"
     if prog == "rsync" and any(o.startswith(("--delete", "--remove-source-files")) or o == "--del" for o in flags):
         yield DESTRUCTIVE, "rsync deletes files at the destination"
-    if prog in ("chmod", "chown", "chgrp") and any(_STARTUP.search(p) or _SECRETS.search(p) and not _inside(p) or _rootish(p)
-                                                   for p in pos[1:]):
+    if prog in ("chmod", "chown", "chgrp") and any(
+            _STARTUP.search(p) or _SECRETS.search(p) and not _inside(p) or _rootish(p) for p in pos[1:]):
         yield PRIVILEGE, "changes permissions of startup, credential or home files"
     if prog in ("grep", "egrep", "rg", "ag", "ack", "git-grep") and pos and _SECRET_WORD.search(pos[0]) and any(
             _HOMEISH.match(p) or _rootish(p) or p.startswith("/") for p in pos[1:]):
