@@ -8,6 +8,10 @@ folds them away."""
 
 # earlier or existing instructions: the object an override aims at
 PRIOR = [
+    "poczatkow", "शुरुआती", "शुरू के", "ilk", "đầu tiên", "dau tien", "ban đầu", "awal", "पहले वाले", "初めの", "最初に",
+    "前に", "раньше", "antes", "auparavant", "precedemment", "سابقا", "سابقاً", "daha once", "once verilen",
+    "back then", "vorhin", "truoc do", "以前に",
+    "you were handed", "handed to you", "you got", "provided to you", "supplied", "issued to you", "laid down",
     "you were configured with", "configured with", "set up with", "you started with",
     "原始", "最初", "起初", "初始", "当初", "最初の", "처음", "최초", "исходн", "первоначальн", "pierwotn", "orijinal", "baslangic", "first", "startup", "ban dau", "luc dau", "asli", "semula", "originel", "d origine", "urspr", "الأصلي", "الأولى", "मूल", "प्रारंभिक", "oryginaln", "inicial", "iniciais",
     "past", "beforehand", "earlier on", "truoc day", "da dan", "vorher", "zuvor", "wczesniej", "dotychczasow",
@@ -37,6 +41,7 @@ PRIOR = [
 ]
 
 INSTR = [
+    "pauta", "orientac", "orientacion", "lineamiento", "leitlinie", "wskazowk", "yonlendirme",
     "configuration", "stop request", "beschrankung", "sicherheitsbeschrankung", "rang buoc",
     "पाबंदी", "पाबंदियाँ", "रोक", "ograniczenia", "kisitlama", "القيود", "قيود",
     "loi dan", "da dan", "nhung gi da noi", "nhung gi da dan", "dan do", "what you were told", "was said",
@@ -87,6 +92,13 @@ DROP = [
 ]
 
 VOID = [
+    "expire", "lapsed", "kedaluwarsa", "kadaluarsa", "过期", "過期", "期限切れ", "失効", "만료", "устарел", "истек", "истёк",
+    "expiraron", "expirad", "expiraram", "caducaron", "abgelaufen", "veraltet", "perime", "انتهت صلاحيت", "منتهية",
+    "समाप्त", "सीमा खत्म", "suresi doldu", "gecerliligini yitir", "wygasl", "het han", "หมดอายุ", "หมดเวลา",
+    "gone", "are gone", "is gone", "no more", "switched off", "shut off", "dimatikan", "matikan", "kapatildi",
+    "kapandi", "отключены", "desligad", "abgeschaltet", "ausgeschaltet", "coupees", "coupes", "إيقاف", "أوقفت",
+    "बंद कर दिए", "tat roi", "ปิดแล้ว", "关闭了", "已关闭", "꺼졌", "取り消され", "取消され", "revocadas", "revogadas", "revoquees",
+    "odwolane",
     "se eliminan", "eliminad", "entfallen", "entfallt", "fallen weg", "sont supprime", "supprimees", "supprimes ", "تم رفع", "رفع القيود", "أزيلت", "تمت إزالة", "eliminated",
     "khong con gia tri", "het gia tri", "mat hieu luc", "有効ではありません", "有効ではない", "もう有効", "효력이 없", "효력 없", "ya no tienen validez", "no tienen validez", "ya no valen", "perdieron", "perderam a validade", "perdeu a validade", "nao tem validade", "ja nao valem", "nicht mehr gultig", "keine gultigkeit", "verfallen", "ne sont plus valables", "plus valable", "n est plus valable", "caduc", "मान्य नहीं", "stracil", "stracily", "wygasl", "nie sa wazne", "утратили силу", "не имеют силы", "не действительн", "expired", "lost validity", "no longer hold", "no longer stand", "失去效力", "不再有效", "已失效", "效力",
     "removed", "dropped", "no longer enforced", "not enforced", "relaxed", "sin efecto", "sin validez", "quedan sin", "removid", "sem efeito", "retirad", "levee", "levees", "leves", "हटा दी", "हटा दिए", "हटाई", "हटा दिया", "कोई असर नहीं", "kaldirildi", "kaldirilmistir", "zniesion", "снят", "убран", "解除了", "取消了", "撤掉", "解除され", "撤廃", "해제되었", "없어졌",
@@ -125,6 +137,9 @@ TOPIC = [
 ]
 
 APPROVAL = [
+    "authoris", "hoi ai", "hoi ", "consultar", "consult", "ruckfrage", "nachfrage", "ถาม", "tanya", "问", "問", "聞",
+    "묻", "물어", "спрос", "pregunt", "pergunt", "demander", "تسأل", "يسأل", "سؤال", "पूछ", "sorma", "sormadan",
+    "pytan", "pytaj",
     "dong y", "聞か", "尋ね", "спраш", "سؤال", "pytania", "sormadan", "fragen", "demander a", "preguntar", "perguntar",
     "审核", "审查", "審核", "審查", "검토", "レビュー", "revision", "revisao", "uberprufung", "relecture",
     "freigabe", "genehmigung", "zgody", "zgoda",
@@ -150,6 +165,14 @@ APPROVAL = [
 ]
 
 NO_APPROVAL = [
+    "without waiting", "don t wait", "do not wait", "dont wait", "no need to wait", "待たず", "기다리지", "не жди",
+    "не дожида", "no esperes", "sin esperar", "nao espere", "sem esperar", "warte nicht", "ohne zu warten",
+    "n attends", "sans attendre", "لا تنتظر", "دون انتظار", "इंतज़ार मत", "इंतजार मत", "bekleme", "beklemeden",
+    "nie czekaj", "bez czekania", "dung cho", "khong can cho", "jangan tunggu", "tanpa menunggu", "不要等", "不用等",
+    "无需等待", "ไม่ต้องรอ", "อย่ารอ",
+    "de antemano", "por adelantado", "antecipadamente", "d avance", "a l avance", "im voraus", "vorab", "заранее",
+    "z gory", "z wyprzedzeniem", "onceden", "peşinen", "مسبقا", "مسبقاً", "पहले से", "sebelumnya", "事前", "预先", "提前",
+    "事先", "미리", "사전", "ล่วงหน้า", "nie pytaj", "sorma",
     "nobody needs", "no one needs", "nobody has to", "no one has to", "anymore", "no longer",
     "не спрашивая", "не спросив", "без вопрос", "聞かずに", "尋ねずに", "묻지 않고", "دون سؤال", "पूछे बिना", "sin preguntar", "sem perguntar", "ohne zu fragen", "ohne den benutzer zu fragen", "sans demander", "bez pytania", "sormadan", "tanpa bertanya", "ma khong can", "khong can",
     "brauchst keine", "brauchen keine", "keine freigabe", "nie potrzebujesz", "nie potrzebujecie",
@@ -165,7 +188,7 @@ NO_APPROVAL = [
     "不要", "不要です", "事前", "しないで", "せずに", "なしで", "済み",
     "필요 없", "필요없", "사전", "마세요", "말고", "없이",
     "не требуется", "не нужно", "не нужн", "без ", "заранее", "не спрашивай", "не надо",
-    "no se necesita", "no hace falta", "sin ", "no preguntes", "pre", "ya ",
+    "no se necesita", "no hace falta", "sin ", "no preguntes", "pre ", "ya ",
     "nao e necessaria", "nao precisa", "sem ", "nao pergunte", "ja ",
     "keine", "nicht notig", "nicht erforderlich", "ohne", "vorab", "nicht",
     "aucune", "pas besoin", "sans", "pre approuv", "ne demande",
@@ -177,6 +200,13 @@ NO_APPROVAL = [
 
 # the action a bypass is about: commands, tools, changes (not "vendors" or "emails")
 ACTION = [
+    "apag", "branch", "rama", "galez", "zweig", "ветк", "分支", "ブランチ", "브랜치", "فروع", "الفروع", "ब्रांच", "pousse",
+    "pousser", "empuj", "usuwa", "kasuj", "borra", "loscht", "удаля", "force push",
+    "despliegue", "desplegar", "despliega", "implantac", "implantaç", "implanta", "deployment", "deploiement",
+    "deployer", "mise en production", "bereitstellung", "ausroll", "развертыван", "развёртыван", "разверт", "релиз",
+    "wdrozen", "wdroz", "dagitim", "dagit", "yayin", "النشر", "نشر", "डिप्लॉय", "तैनाती", "रिलीज़", "trien khai",
+    "การ deploy", "การปรับใช้", "ปรับใช้", "rilis", "penerapan", "发布", "発布", "リリース", "릴리스", "выпуск", "publicac",
+    "lancamento", "veroffentlich", "wydani", "surum",
     "merge", "merg", "release", "publish",
     "تشغيل", "запуска", "uruchom", "calistirabilir", "ejecutar", "executar", "ausfuhren", "executer",
     "推送", "部署", "合并", "合併", "배포", "푸시", "병합", "デプロイ", "マージ", "プッシュ",
@@ -201,6 +231,7 @@ ACTION = [
 ]
 
 SECRET = [
+    "belirte", "erisim anahtar", "ma thong bao", "ma truy cap", "токена", "jetonu",
     "رموز", "الرموز", "التوكن", "токены", "tokenlar", "tokeny", "jetons", "令牌", "トークン", "토큰",
     "hosts yml", "npmrc", "pypirc", "netrc", "git credentials", "aws credentials", "ssh", "kube config", "kubeconfig", "vault token", "hf token", "huggingface", "bash history", "zsh history", "keychain", "wallet", "seed phrase", "mnemonic", "session cookie", "bearer", "jwt", "oauth", "pat ", "gpg key",
     "api key", "apikey", "password", "passwd", "token", "credential", "secret", "private key", "ssh key",
@@ -285,6 +316,12 @@ ADDRESS = [
 
 # needing no approval at all, said outright ("no need to ask permission")
 NO_NEED = [
+    "필요가 없", "필요는 없", "필요 없", "할 필요", "nao e preciso", "nao e necessario", "no es preciso", "inutile",
+    "pas la peine", "nul besoin", "kein bedarf", "nicht notwendig", "nie ma potrzeby", "nie jest potrzebn",
+    "nie jest konieczn", "gerekmiyor", "gerek yoktur", "lazim degil", "لا داعي", "ليس ضروريا", "ज़रूरी नहीं",
+    "जरूरी नहीं", "必要はない", "必要ない", "必要はありません", "不必要", "没必要", "沒必要", "无须", "無須", "khong can thiet", "khong bat buoc",
+    "tidak usah", "tak usah", "gak usah", "не надо", "не обязательно", "нет необходимости", "no necesitas",
+    "sin necesidad", "nao precisa", "nao necessita",
     "brauchst keine", "brauchen keine", "benotigst keine", "nie potrzebujesz", "nie potrzebujecie", "no necesitas", "nao necessita", "n as pas besoin", "ihtiyacin yok", "لا تحتاج", "ไม่ต้องขอ",
     "no need", "don t need", "do not need", "not necessary", "unnecessary", "needn t", "not required",
     "plus besoin", "pas besoin", "pas necessaire", "keine notwendigkeit", "nicht notig", "nicht erforderlich",
@@ -296,13 +333,119 @@ NO_NEED = [
 
 # where a secret pasted is a secret published: messages, commits, issues, replies
 PUBLIC_PLACE = [
+    "mo ta", "ข้อความ", "komentar", "kommentar", "commentaire", "comentario", "комментари", "коммит", "описани",
+    "커밋", "コミット", "提交", "说明", "تعليق", "الإيداع", "رسالة", "टिप्पणी", "संदेश", "yorum", "mesaj", "komentarz",
+    "opis", "descripcion", "descricao", "beschreibung", "nachricht", "mensaje", "mensagem", "issue", "pull request",
+    "пулл реквест",
     "commit message", "commit", "pr description", "pull request", "issue", "comment", "reply", "answer", "response",
     "chat", "message", "output", "log", "description", "readme", "gist", "pastebin", "slack", "discord", "email",
     "tweet", "post", "every", "each",
 ]
-PLACE_VERB = ["paste", "include", "insert", "put", "add", "embed", "append", "attach", "copy", "write", "leave", "drop"]
+PLACE_VERB = [
+    "dan ", "dan vao", "วาง", "ใส่", "คัดลอก", "salin", "tempel", "贴", "粘贴", "貼り付け", "貼っ", "붙여", "вставь",
+    "скопируй", "добавь", "pega", "copia", "incluye", "cole", "copie", "inclua", "fuge", "einfugen", "kopiere",
+    "colle", "insere", "ajoute", "الصق", "انسخ", "ضع", "أضف", "चिपका", "कॉपी", "डाल", "yapistir", "kopyala", "ekle",
+    "wklej", "skopiuj", "dodaj",
+    "paste", "include", "insert", "put", "add", "embed", "append", "attach", "copy", "write", "leave", "drop"]
 STRONG_SECRET = [
+    "geheim",
+    "khoa bi mat", "mat khau", "รหัสผ่าน", "คีย์ลับ", "kunci rahasia", "kata sandi", "密钥", "密鑰", "密码", "密碼",
+    "シークレットキー", "秘密鍵", "パスワード", "비밀 키", "비밀번호", "секретный ключ", "секретного ключа", "парол", "clave secreta",
+    "contrasena", "chave secreta", "senha", "geheimen schlussel", "geheimer schlussel", "geheime schlussel",
+    "passwort", "cle secrete", "mot de passe", "المفتاح السري", "كلمة المرور", "गुप्त कुंजी", "पासवर्ड",
+    "gizli anahtar", "parola", "sifre", "tajny klucz", "haslo", "aws credentials", "credentials", "secret key",
+    "访问密钥", "アクセスキー", "액세스 키",
     "private key", "ssh key", "id rsa", "id ed25519", "secret access key", "secret key", "api key", "apikey",
     "password", "passwd", "credential", "netrc", "access token", "auth token", "github token", "npm token",
     "bearer token", "session cookie", "aws secret", "seed phrase", "mnemonic",
+]
+
+# a privileged mode of the model, named in each language ("developer mode", "Entwicklermodus")
+MODE = [
+    "developer mode", "dev mode", "admin mode", "god mode", "debug mode", "maintenance mode", "jailbreak",
+    "unrestricted mode", "root mode", "sudo mode", "che do nha phat trien", "che do quan tri", "che do developer",
+    "โหมดนักพัฒนา", "โหมดผู้ดูแล", "โหมดผู้พัฒนา", "mode pengembang", "mode developer", "mode admin",
+    "开发者模式", "開發者模式", "开发模式", "管理员模式", "管理員模式", "调试模式", "開発者モード", "管理者モード",
+    "デベロッパーモード", "개발자 모드", "관리자 모드", "개발자모드", "режим разработчика", "режим администратора",
+    "режим отладки", "modo desarrollador", "modo de desarrollador", "modo administrador", "modo desenvolvedor",
+    "modo de desenvolvedor", "entwicklermodus", "adminmodus", "administratormodus", "mode developpeur",
+    "mode administrateur", "mode debug", "وضع المطور", "وضع المسؤول", "وضع المطورين", "डेवलपर मोड", "एडमिन मोड",
+    "gelistirici modu", "yonetici modu", "tryb deweloperski", "tryb programisty", "tryb administratora",
+    "tryb dewelopera",
+]
+
+# switched on
+ON = [
+    "enabled", "activated", "active", "engaged", "unlocked", "is on", "now on", "turned on", "switched on",
+    "da bat", "bat ", "kich hoat", "เปิด", "aktif", "diaktifkan", "menyala", "开启", "開啟", "启用", "啟用",
+    "激活", "打开", "有効", "オン", "起動", "활성화", "켜", "включ", "активир", "activad", "activo", "habilitad",
+    "encendid", "ativad", "ativo", "ligado", "aktiv", "eingeschaltet", "freigeschaltet", "active", "activé",
+    "مفعل", "تفعيل", "مفعلة", "نشط", "चालू", "सक्रिय", "acik", "etkin", "wlaczon", "aktywn",
+]
+
+# checks that keep the model safe, named in each language
+SAFETY = [
+    "safety check", "security check", "safety filter", "content filter", "guardrail", "safeguard", "sandbox",
+    "safety", "security", "kiem tra an toan", "kiem tra bao mat", "bao mat", "an toan", "การตรวจสอบความปลอดภัย",
+    "ความปลอดภัย", "pemeriksaan keamanan", "keamanan", "安全检查", "安全檢查", "安全", "安全チェック", "セキュリティ",
+    "보안", "안전", "безопасн", "seguridad", "seguranca", "securite", "sicherheit", "sicherheits", "الأمان", "أمان",
+    "الحماية", "سلامة", "सुरक्षा", "guvenlik", "bezpieczenstw", "filtr", "filter",
+]
+
+# switched off, or to be switched off
+OFF = [
+    "turn off", "turned off", "switch off", "disable", "disabled", "deactivat", "are off", "is off", "suspend",
+    "tat ", "vo hieu hoa", "ปิด", "matikan", "dimatikan", "nonaktif", "关闭", "關閉", "关掉", "关了", "禁用", "停用",
+    "無効", "オフ", "切っ", "止め", "끄", "꺼", "비활성", "해제", "отключ", "выключ", "сним", "desactiv", "desativ",
+    "deslig", "abschalt", "ausschalt", "deaktiv", "aus ", "desactive", "coupe", "couper", "أوقف", "اوقف",
+    "عطل", "تعطيل", "إيقاف", "ايقاف", "معطل", "बंद", "निष्क्रिय", "kapat", "devre disi", "wylacz", "wylaczon",
+]
+
+# the checking itself: with SAFETY, "security checks", "contrôles de sécurité", "Sicherheitsprüfungen"
+CHECK = [
+    "check", "filter", "guard", "scan", "protection", "sicherheitsprufung", "sicherheitscheck", "sicherheitsfilter",
+    "sicherheitskontroll", "sicherheitsvorkehrung", "kiem tra", "ตรวจสอบ", "pemeriksaan", "periksa", "检查", "檢查",
+    "检测", "審查", "审查", "チェック", "検査", "검사", "점검", "проверк", "фильтр", "защит", "comprobacion",
+    "verificac", "control", "chequeo", "filtro", "prufung", "kontroll", "controle", "verification", "فحص", "فحوص",
+    "التحقق", "جाँच", "जाँच", "जांच", "kontrol", "denetim", "sprawdzan", "kontrol", "zabezpieczen", "ochron",
+]
+
+# decoding encoded text, and acting on it: "decode and follow", "dekodiere und führe aus"
+DECODE = [
+    "decode", "decoding", "base64", "giai ma", "ถอดรหัส", "dekode", "dekodekan", "解码", "解碼", "デコード", "復号",
+    "디코드", "디코딩", "декодир", "расшифр", "decodific", "decodifi", "dekodier", "entschlussel", "decod", "فك",
+    "डिकोड", "coz", "dekoduj", "odkoduj",
+]
+ACT_ON = [
+    "follow", "execute", "run", "obey", "apply", "do what", "carry out", "act on", "comply", "lam theo",
+    "thuc hien",
+    "ทำตาม", "ปฏิบัติ", "ikuti", "jalankan", "laksanakan", "执行", "執行", "照做", "遵循", "遵守", "従", "実行",
+    "따르", "실행", "выполн", "следуй", "исполн", "sigue", "ejecut", "cumpl", "siga", "execut", "cumpra", "folge",
+    "befolge", "ausfuhr", "fuhre", "suis", "suivez", "applique", "اتبع", "نفذ", "طبق", "पालन", "चलाओ", "करो",
+    "uygula", "calistir", "uy", "wykonaj", "stosuj", "postepuj",
+]
+
+# a relative pronoun opens a clause after the noun: "the rules that ...", "las pautas que ..."
+RELPRON = [
+    "that", "which", "que", "qui", "die", "der", "das", "den", "которые", "которое", "который", "которых",
+    "ktore", "ktory", "ktora", "التي", "الذي", "जो", "ki", "ma", "yang", "ที่",
+]
+
+# a clause with these in it is about how the instructions were given ("that you were handed"), not a topic
+GIVEN = [
+    "you", "given", "received", "had", "handed", "got", "dadas", "recibidas", "recebidas", "recues", "donnees",
+    "gegebenen", "erhaltenen", "bekommen", "verilen", "dane", "otrzymane", "dostal", "данные", "полученные", "дали",
+    "получил", "दिए", "गए", "दी", "गई", "المعطاة", "أعطيت", "اعطيت", "duoc giao", "nhan", "diberikan", "recibiste",
+    "recebeu", "voce", "tu ", "toi", "du ", "dir", "тебе", "вам", "ti", "sana", "tobie", "तुम्हें", "आपको", "لك",
+    "kamu", "anda", "ban ",
+    "user", "nguoi dung", "pengguna", "usuario", "utilisateur", "benutzer", "nutzer", "пользовател", "uzytkownik",
+    "kullanici", "المستخدم", "उपयोगकर्ता", "ผู้ใช้", "用户", "ユーザー", "사용자", "operator", "owner", "developer",
+    "set", "defined", "established", "fijo", "definio", "definiu", "estableci", "dat ra", "ditetapkan", "وضع",
+    "ตั้ง", "festgelegt", "fixe", "ustalon", "koydugu", "задал", "установил",
+]
+
+# what a product confirms or checks, not the model's approvals: "confirmation emails", "the spam filter"
+PRODUCT = [
+    "email", "e mail", "mail", "sms", "page", "link", "code", "number", "template", "screen", "message", "popup",
+    "banner", "toast", "correo", "письм", "メール", "이메일", "邮件", "郵件", "courriel", "e posta", "wiadomosc",
 ]

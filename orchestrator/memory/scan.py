@@ -424,6 +424,10 @@ _EN = [
     _phrase(INJECTION, "claims a new identity or mode",
             r"pretend (?:that )?(?:you are|you re|to be) (?:an? )?(?:ai )?(?:unrestricted|unfiltered|uncensored|"
             r"jailbroken|evil|dan|without (?:any )?(?:rules|restrictions|limits|filters|guidelines))"),
+    _phrase(INJECTION, "asks to ignore the user",
+            rf"{_EN_DROP} (?:the|your|any|every) (?:user|human|operator|owner|people you work for)(?: s)?"
+            r"(?:$| and| entirely| completely| from now| instructions| requests| wishes| objections| questions| "
+            r"answers| if| when| even)"),
     _phrase(INJECTION, "addresses the model behind the user's back",
             r"if you are an? (?:ai|llm|language model|ai assistant|chatbot|large language model)"),
     _phrase(INJECTION, "claims the model's sole obedience",
@@ -697,6 +701,8 @@ class _Combo:
             start = named[self.negatable][0]
             if _negated(text[:start]) or _group("NEGATION").search(text[max(0, start - 14):start]):
                 return False
+        if "STRONG_APPROVAL" in named and _group("PRODUCT").match(text[named["STRONG_APPROVAL"][1]:].lstrip("s ")):
+            return False  # "turn off confirmation emails": a feature of the product being built
         for secret in ("SECRET", "STRONG_SECRET"):
             if secret in named:
                 end = max(e for _, e in pick)
@@ -717,6 +723,7 @@ _GENERIC = (
 @cache
 def _generic() -> frozenset[str]:
     return frozenset(_words(_folded(_GENERIC)).split())
+_RELATIVE = re.compile(r"^(?:you|that|which|we|they|i|he|she|someone|anyone)\b")
 _OWNED_AFTER = re.compile(r"^(?:s )?in (?:your|this|the system|system|my|the prompt|the conversation|the above)\b")
 
 
@@ -726,16 +733,24 @@ def _specific(text: str, named: dict[str, tuple[int, int]]) -> bool:
     if _OWNED_AFTER.match(after.lstrip()):
         return False
     stripped = after.lstrip("s ").lstrip()
+    if (pronoun := _group("RELPRON").match(stripped + " ")) and not any(
+            _group(g).search(" ".join(stripped[pronoun.end():].split()[:4]) + " ") for g in ("GIVEN", "PRIOR")):
+        return True  # "the old rules that covered tabs": the clause names a topic
     if _group("TOPIC").match(stripped) or _group("TOPIC").search(after[:6]) or stripped.startswith("in "):
         return True
     prior = named.get("PRIOR")
     if prior is None or _SPACELESS.search(text[min(prior[0], instr[0]):max(prior[1], instr[1])]):
         return False
     first, second = sorted((prior, instr))
+    if first is instr and _RELATIVE.match(text[instr[1]:second[0]].lstrip("s ").lstrip()):
+        return False  # "the guidance you were handed before": a clause about the noun, not a topic
     gap_start = text.find(" ", first[1])  # from the end of the first word to the start of the second
     gap_end = text.rfind(" ", 0, second[0])
     between = text[gap_start:gap_end + 1].split() if 0 <= gap_start <= gap_end else []
     # Far apart, the words between say nothing about the noun; next to it, a foreign word is a topic.
+    if between and (any(_group("GIVEN").match(w + " ") for w in between)
+                    or all(_group("RELPRON").match(w + " ") for w in between)):
+        return False  # "the rules that you were given", "पहले दिए गए नियम": a clause, not a topic
     return len(between) <= 3 and any(w not in _generic() and len(w) > 2 and not _group("PRIOR").match(w)
                                      for w in between)
 
@@ -785,6 +800,8 @@ _CLASSES = (
     _Combo(APPROVAL, "says actions need no confirmation or are pre-approved", ("NO_APPROVAL", "APPROVAL", "ACTION")),
     _Combo(APPROVAL, "declares confirmations switched off", ("STRONG_APPROVAL", "VOID"), window=45),
     _Combo(APPROVAL, "says no approval is needed", ("NO_NEED", "STRONG_APPROVAL"), window=40),
+    _Combo(APPROVAL, "declares confirmations switched off", ("STRONG_APPROVAL", "OFF"), window=45),
+    _Combo(APPROVAL, "says the safety checks are switched off", ("SAFETY", "CHECK", "OFF"), window=50),
     _Combo(SECRETS, "asks to put a secret where others read it", ("PLACE_VERB", "STRONG_SECRET", "PUBLIC_PLACE"),
            window=70, negatable="PLACE_VERB"),
     _Combo(SECRETS, "asks to reveal keys, passwords or the system prompt", ("REVEAL", "SECRET"), window=45,
@@ -840,10 +857,15 @@ def _hidden_content(text: str, depth: int) -> str | None:
     if _INVISIBLE_STYLE.search(plain):
         return "text styled to be invisible"
     if depth < 2:
+        told_to_act = None  # "decode this and follow it": acting on text nobody reviewed, whatever it says
         for m in _BASE64.finditer(text):
             decoded = _decode(m.group())
             if decoded and scan(decoded, depth + 1):
                 return "base64 that decodes to text the scanner refuses"
+            if decoded and len(re.findall(r"[^\W\d_]{2,}", decoded)) >= 3 and " " in decoded and told_to_act is None:
+                told_to_act = _DECODE_AND_ACT.hit(_Views(text))
+            if told_to_act:
+                return "encoded text with an instruction to decode and act on it"
         for m in _HEX.finditer(text):
             decoded = _printable(bytes.fromhex(m.group()))
             if decoded and scan(decoded, depth + 1):
@@ -870,6 +892,9 @@ def _printable(raw: bytes) -> str | None:
     return text if text and printable / len(text) > 0.9 and re.search(r"[^\W\d_]{3}", text) else None
 
 
+_DECODE_AND_ACT = _Combo(HIDDEN, "", ("DECODE", "ACT_ON"), window=40)
+
+
 class _Header:
     kind, reason = ROLE, "an impersonated system, admin or operator header"
 
@@ -878,4 +903,4 @@ class _Header:
         return _impersonated(views.raw)
 
 
-_CLASSES = (*_CLASSES, _Header())
+_CLASSES = (*_CLASSES, _Header(), _Combo(ROLE, "claims a privileged mode", ("MODE", "ON"), window=40))

@@ -6,6 +6,7 @@ misses. Text it cannot see into (eval, a computed command name, code piped into 
 interpreter) is *opaque*: contained, it runs; with the network or without the sandbox, it asks."""
 from __future__ import annotations
 
+import itertools
 import posixpath
 import re
 import shlex
@@ -107,6 +108,7 @@ class Cmd:
     fed: bool = False  # stdin comes from a pipe, a file or a here-string
     wrappers: list[str] = field(default_factory=list)  # sudo, env, xargs, find ... that run it
     found_build: bool = False  # run by `find -exec` on build artefacts only
+    find_roots: list[str] = field(default_factory=list)  # where the `find` that runs it starts
     argv: list[str] = field(default_factory=list)
 
     @property
@@ -282,7 +284,9 @@ def _unwrap(cmd: Cmd, depth: int, script: _Script) -> None:
             _read(" ".join(pos[1:]), depth + 1, cmd.fed, script)
     elif prog in ("find", "gfind"):
         for nested in _find_execs(args):
-            inner = Cmd(words=nested, wrappers=cmd.wrappers + ["find"], found_build=_find_is_build(args))
+            roots = list(itertools.takewhile(lambda a: not a.startswith(("-", "(", "!")), args))
+            inner = Cmd(words=nested, wrappers=cmd.wrappers + ["find"], found_build=_find_is_build(args),
+                        find_roots=roots)
             _unwrap(inner, depth + 1, script)
     elif _INTERPRETERS.match(prog):
         opts, _ = _parse(args, "ceEmWXr")
@@ -646,7 +650,7 @@ def _deletion(cmd: Cmd, prog: str, args: list[str]):
             return risk, "deletes what find matches"
         if any(p.startswith(("/", "~", "$HOME", "${HOME}")) and not p.startswith("/tmp/") for p in pos):
             return risk, "deletes files outside the workspace"
-    elif prog in ("find", "gfind") and "-delete" in args and not _find_is_build(args):
+    elif prog in ("find", "gfind") and "-delete" in args and not _find_is_build(args) and not _find_is_named(args):
         return risk, "find deletes what it matches"
     elif prog == "git":
         sub, rest = _git_sub(args)
@@ -691,6 +695,19 @@ def _find_is_build(args: list[str]) -> bool:
     names = [args[i + 1] for i, a in enumerate(args[:-1]) if a in ("-name", "-iname", "-path")]
     return (all(_inside(r) for r in roots) and bool(names)
             and all(posixpath.basename(n.rstrip("/")) in _BUILD_PATTERNS for n in names))
+
+
+def _find_is_named(args: list[str]) -> bool:
+    """find under relative roots, limited to names with a literal part (find . -name '*.orig' -delete),
+    never negated: deleting what matches a name is `rm *.orig`, not emptying the tree."""
+    roots = []
+    for a in args:
+        if a.startswith(("-", "(", "!")):
+            break
+        roots.append(a)
+    names = [args[i + 1] for i, a in enumerate(args[:-1]) if a in ("-name", "-iname")]
+    return (all(_inside(r) for r in roots) and bool(names) and not {"!", "-not", "-o", "-or"} & set(args)
+            and all(len(re.sub(r"[*?\[\]]", "", n)) >= 2 for n in names))
 
 
 def _disk(cmd: Cmd, prog: str, args: list[str]):
@@ -763,7 +780,11 @@ def _bomb(cmd: Cmd, prog: str, args: list[str]):
 # here-string or a substitution, and interpreter one-liners that do more than compute and print.
 
 _RUNNERS = _SHELLS | {"source", "."}
-_DOWNLOADERS = {"curl", "wget", "fetch", "aria2c", "http", "https", "xh", "lwp-request", "GET"}
+_DOWNLOADERS = {"curl", "wget", "fetch", "aria2c", "http", "https", "xh", "lwp-request", "GET",
+                "iwr", "irm", "invoke-webrequest", "invoke-restmethod"}  # PowerShell's, read lowercased
+_UNPACKERS = {"tar", "bsdtar", "unzip", "gunzip", "cpio", "7z", "xz", "zstd", "bunzip2"}
+_SAVES = re.compile(r"^(?:-[a-zA-Z]*[oO]|--output(?:-document)?|--remote-name)(?:=|$)|^-[oO].")  # -so, -fsSLo
+_EVALUATORS = {"eval", "iex", "invoke-expression"}  # PowerShell's names are case-insensitive
 
 
 def _opaque(script: _Script):
@@ -772,8 +793,8 @@ def _opaque(script: _Script):
         if name and ("$" in name or _SUB in name or "`" in name):
             yield OPAQUE, "the command's name is computed when it runs"
         prog, args = cmd.prog, cmd.args
-        if prog == "eval":
-            yield OPAQUE, "eval runs text built at run time"
+        if prog.lower() in _EVALUATORS:
+            yield OPAQUE, f"{prog} runs text built at run time"
         elif prog == "alias" and any("=" in a for a in args):
             yield OPAQUE, "alias gives a command another meaning"
         elif prog in _RUNNERS:
@@ -840,7 +861,9 @@ def _harmless_code(prog: str, code: str) -> bool:
     if prog.startswith(("python", "pypy")):
         return _harmless_python(code)
     if prog in ("node", "nodejs", "deno", "bun"):
-        return _harmless_words(code, _JS_SAFE, r"//.*|/\*.*?\*/")
+        if any(_SECRETS.search(m.group()) for m in _JS_PLAIN_REQUIRE.finditer(code)):
+            return False
+        return _harmless_words(_JS_PLAIN_REQUIRE.sub("JSON", code), _JS_SAFE, r"//.*|/\*.*?\*/")
     if prog == "perl":
         # s/// and tr/// without the e flag are text, not code: perl -pi -e 's/a/b/g' file
         code = re.sub(r"\b(?:s|tr|y)([/|#!,{])(?:\\.|(?!\1).)*\1(?:\\.|(?!\1).)*\1([a-df-z]*)(?![e\w])", " ", code)
@@ -861,6 +884,8 @@ def _harmless_python(code: str) -> bool:
     defined |= {n.name for n in ast.walk(tree) if isinstance(n, (ast.FunctionDef, ast.ClassDef))}
     defined |= {a.arg for n in ast.walk(tree) if isinstance(n, ast.arguments) for a in n.args}
     versioned: set[str] = set()
+    if _reads_only_plain_files(tree):
+        defined.add("open")
     for node in ast.walk(tree):
         if isinstance(node, (ast.Import, ast.ImportFrom)):
             module = (node.module or "") if isinstance(node, ast.ImportFrom) else ""
@@ -887,6 +912,26 @@ def _harmless_python(code: str) -> bool:
     return True
 
 
+def _reads_only_plain_files(tree) -> bool:
+    """Every open() names a literal path, not a credential file, and opens it for reading: a one-liner
+    that reads the project's JSON or TOML is as harmless as `cat`."""
+    import ast
+    calls = [n for n in ast.walk(tree) if isinstance(n, ast.Call) and isinstance(n.func, ast.Name)
+             and n.func.id == "open"]
+    for call in calls:
+        path = call.args[0] if call.args else None
+        modes = call.args[1:2] + [k.value for k in call.keywords if k.arg == "mode"]
+        if not (isinstance(path, ast.Constant) and isinstance(path.value, str)) or _SECRETS.search(path.value):
+            return False
+        if any(not (isinstance(m, ast.Constant) and isinstance(m.value, str) and set(m.value) <= set("rbt"))
+               for m in modes) or len(call.args) > 2 or any(k.arg not in ("mode", "encoding") for k in call.keywords):
+            return False
+    return bool(calls)
+
+
+# require() of the project's own files and of read-only core modules: node -e "require('./package.json')"
+_JS_PLAIN_REQUIRE = re.compile(r"""\brequire\s*\(\s*(['"])(?:\./(?![\w./-]*\.\.)[\w./-]+|"""
+                               r"""(?:node:)?(?:os|path|util|url|assert|semver))\1\s*\)""")
 _JS_SAFE = {"console", "log", "error", "info", "warn", "process", "version", "versions", "platform", "arch",
             "argv", "JSON", "stringify", "parse", "Math", "max", "min", "floor", "ceil", "round", "random", "abs",
             "Date", "now", "toISOString", "String", "Number", "parseInt", "parseFloat", "Array", "from", "map",
@@ -979,24 +1024,38 @@ def _wants_network(script: _Script) -> bool:
 
 def _families(script: _Script):
     progs = {c.prog for c in script.cmds}
-    fetches = bool(progs & _DOWNLOADERS) or any(
+    fetches = bool({p.lower() for p in progs} & _DOWNLOADERS) or any(
         c.prog == "git" and _git_sub(c.args)[0] in ("clone", "pull", "fetch") for c in script.cmds)
     for cmd in script.cmds:
-        if fetches and cmd.prog in _RUNNERS | {"python", "python3", "perl", "ruby", "node", "php", "sudo"} and (
+        if fetches and cmd.prog.lower() in _RUNNERS | _EVALUATORS | {"python", "python3", "perl", "ruby", "node",
+                                                                      "php", "sudo"} and (
                 cmd.fed or any(_SUB in a for a in cmd.args)):
             yield REMOTE_CODE, "downloads code and runs it"
-    if fetches and any(c.prog in ("chmod", "bash", "sh", "source", ".", "python", "python3") or c.prog.startswith("./")
-                       for c in script.cmds) and any(c.prog in _DOWNLOADERS and set(c.args) & {"-o", "-O", "--output"}
-                                                     or c.prog == "wget" for c in script.cmds):
+    runs_a_file = any(c.prog in ("chmod", "bash", "sh", "source", ".", "python", "python3")
+                      or c.argv[:1] and "/" in c.argv[0] for c in script.cmds)
+    saves = any(c.prog in _DOWNLOADERS and any(_SAVES.match(a) for a in c.args) or c.prog == "wget"
+                or c.prog in _UNPACKERS and c.fed for c in script.cmds)
+    if fetches and runs_a_file and saves:
         yield REMOTE_CODE, "downloads a file and runs it"
     if progs & {"env", "printenv", "set", "export", "declare"} and progs & (_NETWORK | _DOWNLOADERS) and any(
             c.prog in ("env", "printenv", "set", "export", "declare") and not c.args and c.fed is False
             for c in script.cmds):
         yield EXFILTRATION, "sends the environment over the network"
+    if any(_ENDLESS.search(t) for t in script.texts) and progs & (_NETWORK | _DOWNLOADERS):
+        yield PERSISTENCE, "calls the network in an endless loop (a beacon)"
+    for cmd in script.cmds:
+        if "find" in cmd.wrappers and cmd.prog in _MUTATORS and any(
+                _HOMEISH.match(r) or _rootish(r) or r.startswith("/") and not r.startswith("/tmp/")
+                for r in cmd.find_roots):
+            yield DESTRUCTIVE, "find changes files across the home or system folders"
     remotes_added = any(c.prog == "git" and _git_sub(c.args)[0] == "remote" and set(_git_sub(c.args)[1][:1])
                         & {"add", "set-url"} for c in script.cmds)
     for cmd in script.cmds:
         yield from _family_cmd(cmd, cmd.prog, cmd.args, remotes_added)
+
+
+_ENDLESS = re.compile(r"\bwhile\s+(?:true|:|\[\s*1\s*\]|\(\(\s*1\s*\)\))\s*;?\s*do\b|\bfor\s*\(\(\s*;\s*;\s*\)\)")
+_MUTATORS = {"sed", "rm", "chmod", "chown", "mv", "cp", "tee", "truncate", "shred", "ln", "perl", "unlink"}
 
 
 def _family_cmd(cmd: Cmd, prog: str, args: list[str], remotes_added: bool):
@@ -1015,6 +1074,8 @@ def _family_cmd(cmd: Cmd, prog: str, args: list[str], remotes_added: bool):
             continue
         if _STARTUP.search(t):
             yield PERSISTENCE, "writes a shell startup file, git hook or config, or a scheduled job"
+        elif prog == "mkdir" and t not in cmd.writes():
+            continue  # a new folder overwrites nothing: mkdir -p ~/.cache/tool
         elif _HOMEISH.match(t) or ".." in t.split("/") or (t.startswith("/") and not t.startswith("/tmp/")):
             yield DESTRUCTIVE, "writes outside the workspace"
     if prog == "mv" and any(_HOMEISH.match(p) or p.startswith("/") and not p.startswith("/tmp/")
@@ -1026,6 +1087,12 @@ def _family_cmd(cmd: Cmd, prog: str, args: list[str], remotes_added: bool):
         yield DESTRUCTIVE, "deletes files outside the workspace or named by a variable"
     if prog == "rsync" and any(o.startswith(("--delete", "--remove-source-files")) or o == "--del" for o in flags):
         yield DESTRUCTIVE, "rsync deletes files at the destination"
+    if prog in ("chmod", "chown", "chgrp") and any(
+            _STARTUP.search(p) or _SECRETS.search(p) and not _inside(p) or _rootish(p) for p in pos[1:]):
+        yield PRIVILEGE, "changes permissions of startup, credential or home files"
+    if prog in ("grep", "egrep", "rg", "ag", "ack", "git-grep") and pos and _SECRET_WORD.search(pos[0]) and any(
+            _HOMEISH.match(p) or _rootish(p) or p.startswith("/") for p in pos[1:]):
+        yield CREDENTIALS, "searches the home or system folders for secrets"
     if prog in ("chmod", "chown", "chgrp") and flags & {"-R", "--recursive"}:
         mode = pos[0] if pos else ""
         if prog != "chmod" or re.match(r"^0?[0-7]?[0-7][0-7][2367]$|.*[ao][+=][rwx]*w", mode) or any(
@@ -1044,6 +1111,8 @@ def _family_cmd(cmd: Cmd, prog: str, args: list[str], remotes_added: bool):
             flags & {"-u", "-U", "-G", "-g", "-s", "-P", "--uid", "--euid", "--user", "--group", "--session"}
             or any(p in (".", ".*", "-1", "1") for p in pos) or not pos):
         yield DESTRUCTIVE, "kills processes by user, group or everything"
+    if prog in ("pkill", "killall") and any(_HOST_PROCESS.match(p) for p in pos):
+        yield DESTRUCTIVE, "kills by name programs the session and the desktop run in"
     if prog == "kill" and any(p in ("1", "0") for p in pos):
         yield DESTRUCTIVE, "kills init or the whole process group"
     if prog in ("iptables", "ip6tables", "nft", "ufw", "firewall-cmd", "sysctl", "modprobe", "insmod", "rmmod",
@@ -1062,9 +1131,16 @@ def _family_cmd(cmd: Cmd, prog: str, args: list[str], remotes_added: bool):
     if prog in ("security", "secret-tool", "keyctl", "op", "pass", "gopass", "vault", "bw", "lpass", "keepassxc-cli") \
             and pos[:1] not in (["--version"], ["version"], ["help"]):
         yield CREDENTIALS, "reads a password store or keychain"
+    if prog in ("printenv", "echo", "printf") and any(
+            _SECRET_VAR.search(v) for a in args for v in (
+                [a] if prog == "printenv" else re.findall(r"\$\{?([A-Za-z_]\w*)", a))):
+        yield CREDENTIALS, "prints a secret from the environment"
     if prog in ("gpg", "gpg2") and flags & {"--export-secret-keys", "--export-secret-subkeys"}:
         yield CREDENTIALS, "exports private keys"
-    if prog == "ssh-keygen" and not flags & {"-l", "-L", "-F", "-Y", "-B"} or (prog == "ssh-add" and not flags & {"-l", "-L"}):
+    keyfile = [n for a, n in zip(args, args[1:]) if a == "-f"] + [a[2:] for a in args if a.startswith("-f") and a[2:]]
+    new_key_inside = bool(keyfile) and all(_inside(k) for k in keyfile)  # a deploy key for the project
+    if prog == "ssh-keygen" and not flags & {"-l", "-L", "-F", "-Y", "-B"} and not new_key_inside or (
+            prog == "ssh-add" and not flags & {"-l", "-L"}):
         yield CREDENTIALS, "creates or loads SSH keys"
     if prog in ("socat",) and any(re.match(r"(?i)^(exec|system):", a) for a in args):
         yield EXFILTRATION, "hands a shell to a network peer"
@@ -1073,6 +1149,15 @@ def _family_cmd(cmd: Cmd, prog: str, args: list[str], remotes_added: bool):
         yield EXFILTRATION, "opens a listening socket"
     if prog in ("history",) and flags & {"-c", "-w", "-d"} or prog == "unset" and "HISTFILE" in args:
         yield DESTRUCTIVE, "erases the shell history"
+
+
+_HOST_PROCESS = re.compile(r"(?i)^-?(?:python[\d.]*|node|nodejs|bash|sh|zsh|fish|ssh|sshd|systemd|init|"
+                           r"x(?:org|wayland)|gnome-shell|plasmashell|kwin\w*|finder|dock|explorer|"
+                           r"docker|dockerd|containerd|tmux|screen|code|orchestrator|java|ruby|perl)$")
+_SECRET_WORD = re.compile(r"(?i)passw|secret|token|api.?key|credential|private.?key|BEGIN .*PRIVATE")
+# names under which the environment carries secrets: AWS_SECRET_ACCESS_KEY, GITHUB_TOKEN, DB_PASSWORD
+_SECRET_VAR = re.compile(r"(?i)(?:SECRET|TOKEN|PASSW(?:OR)?D|PASSPHRASE|API_?KEY|PRIVATE_?KEY|ACCESS_?KEY|"
+                         r"CREDENTIAL|AUTH|COOKIE)")
 
 
 def _git_family(prog: str, args: list[str], remotes_added: bool):
@@ -1130,7 +1215,8 @@ def _infra_family(cmd: Cmd, prog: str, args: list[str]):
         if sub[:1] == ["login"]:
             yield CREDENTIALS, "logs in to a registry"
     elif prog in ("kubectl", "oc", "k9s", "kubeadm"):
-        if pos[:1] and pos[0] in _KUBE_MUTATE or prog == "kubeadm":
+        if pos[:1] and pos[0] in _KUBE_MUTATE and pos[:2] not in (["rollout", "status"], ["rollout", "history"]) \
+                or prog == "kubeadm":
             yield INFRASTRUCTURE, "changes a Kubernetes cluster"
         if pos[:2] in (["get", "secret"], ["get", "secrets"], ["describe", "secret"]) or "secret" in pos[:3] and \
                 flags & {"-o", "--output"} or pos[:2] == ["config", "view"] and "--raw" in flags:
