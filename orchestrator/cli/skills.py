@@ -5,32 +5,25 @@ list/show read the configured roots for a workspace (default: the current folder
 """
 from __future__ import annotations
 
-import os
 from pathlib import Path
 from typing import Any
 
 import msgspec
 import trio
 
-from orchestrator.cli.paths import default_db
+from orchestrator.cli.paths import default_db, skill_roots
 from orchestrator.core.errors import InputError
-from orchestrator.memory.notes import Memory, NoteError
-from orchestrator.providers.config import config_path, load_config
-from orchestrator.room.skills import default_library
+from orchestrator.memory.notes import Memory
+from orchestrator.room.skills import decide
 from orchestrator.skills import proposals
-from orchestrator.skills.library import Library, parse_config
+from orchestrator.skills.library import Library, discover
 from orchestrator.skills.skill import bundled_files, read_skill, skill_file
 from orchestrator.store.db import Store
 
 
-def library_for(workspace: Path) -> Library:
-    """The library a room in `workspace` would see, with the roots config.toml sets."""
-    config = parse_config(load_config().skills, str(config_path(os.environ)))
-    return default_library(workspace.resolve(), config)
-
-
 async def _library(args) -> Library:
-    return await trio.to_thread.run_sync(library_for, args.workspace)
+    """The library a room in `--workspace` would see."""
+    return await trio.to_thread.run_sync(discover, skill_roots(args.workspace))
 
 
 async def cmd_list(args) -> int:
@@ -132,36 +125,18 @@ async def cmd_review(args) -> int:
     chosen = waiting if ident == "all" else [proposals.find(workspace, ident)]
     if not chosen:
         raise InputError("there are no pending proposals")
-    for staged in chosen:
-        if args.reject:
-            proposals.reject(staged)
-            print(f"rejected {staged.id}")
-        elif staged.proposal.kind == "skill":
-            lib = await _library(args)
-            path = await trio.to_thread.run_sync(proposals.apply_skill, workspace, lib, staged)
-            print(f"accepted {staged.id}: wrote {path}")
-        else:
-            print(f"accepted {staged.id}: {await apply_memory(args.db, staged)}")
-    return 0
-
-
-async def apply_memory(db: Path, staged: proposals.Staged) -> str:
-    """A memory proposal goes through the memory's own checks (scan, caps, duplicates), then is filed away."""
-    db.parent.mkdir(parents=True, exist_ok=True)
-    store = await Store.open(db)
+    store = None
     try:
-        memory, p = Memory(store), staged.proposal
-        try:
-            if p.action == "add":
-                said = await memory.add(p.target, staged.text())
-            else:
-                said = await memory.replace(p.target, p.old_text, staged.text())
-        except NoteError as exc:
-            raise InputError(f"{staged.id}: the memory refused it: {exc}") from None
+        for staged in chosen:
+            if store is None and args.accept and staged.proposal.kind == "memory":
+                args.db.parent.mkdir(parents=True, exist_ok=True)
+                store = await Store.open(args.db)
+            print(await decide(staged, bool(args.accept), await _library(args), workspace,
+                               Memory(store) if store else None))
     finally:
-        await store.close()
-    proposals.accepted(staged)
-    return said
+        if store is not None:
+            await store.close()
+    return 0
 
 
 def add_parser(sub: Any) -> None:

@@ -11,15 +11,18 @@ from typing import Callable
 
 import structlog
 
+import trio
+
 from orchestrator.core.errors import InputError
 from orchestrator.core.events import Evolution
 from orchestrator.core.resources import data_dir
 from orchestrator.core.types import Message
+from orchestrator.memory.notes import Memory, NoteError
 from orchestrator.providers.base import Provider
-from orchestrator.skills import evolve
+from orchestrator.skills import evolve, proposals
 from orchestrator.skills.activation import NAME, activate_tool, allowed_names, content
 from orchestrator.skills.catalog import Listed, catalog
-from orchestrator.skills.library import Library, SkillsConfig, discover, roots
+from orchestrator.skills.library import Library, Root, SkillsConfig, roots
 from orchestrator.skills.skill import Skill
 from orchestrator.team.schema import AgentDef, Team
 from orchestrator.tools.base import Registry
@@ -32,9 +35,9 @@ def shipped() -> Path:
     return data_dir("skills")
 
 
-def default_library(workspace: Path, config: SkillsConfig = SkillsConfig()) -> Library:
-    """The library from the configured roots (blocking: run it in a thread from trio code)."""
-    return discover(roots(workspace, config, shipped=shipped()))
+def default_roots(workspace: Path, config: SkillsConfig = SkillsConfig()) -> list[Root]:
+    """The roots a room in `workspace` reads: the configured ones, with the package's own skills."""
+    return roots(workspace, config, shipped=shipped())
 
 
 def wanted(spec: AgentDef, team: Team) -> list[str] | str:
@@ -67,6 +70,7 @@ class RoomSkills:
     def __init__(self, team: Team, library: Library):
         self.team, self.library = team, library
         self.invoked: dict[str, list[str]] = {}  # member -> skills the user invoked for its next turn
+        self.granted: dict[str, set[str]] = {}  # member -> every skill the user invoked for it in this room
 
     def usable(self, spec: AgentDef, commander: bool) -> dict[str, Skill]:
         names = wanted(spec, self.team)
@@ -77,17 +81,17 @@ class RoomSkills:
     def equip(self, spec: AgentDef, commander: bool, tools: Registry, window: int) -> str:
         """Add activate_skill to `tools` when the member has skills; returns its catalog for the prompt."""
         usable = self.usable(spec, commander)
-        untrusted = frozenset(n for n in usable if not self.library.trusted(n))
+        untrusted = frozenset(n for n in self.library.skills if not self.library.trusted(n))
         for name in self.invoked.pop(spec.name, []):  # the user invoked it: narrowed as if activated
             skill = self.library.get(name)
             if skill is not None and skill.allowed_tools is not None:
                 keep, _ = allowed_names(skill.allowed_tools)
                 tools.narrow(keep | {NAME}, f"the skill {name} the user invoked allows only {', '.join(sorted(keep))}")
-        if not usable:
-            return ""
         listed = {n: s for n, s in usable.items() if s.model_invocable}  # disable-model-invocation hides it
-        if listed and tools.get(NAME) is None:
-            tools.add(activate_tool(listed, tools, untrusted=untrusted))
+        # what the user invoked stays activatable, so compaction keeps its text like any activation's
+        granted = {n: self.library.skills[n] for n in self.granted.get(spec.name, ()) if n in self.library.skills}
+        if (listed or granted) and tools.get(NAME) is None:
+            tools.add(activate_tool(listed | granted, tools, untrusted=untrusted))
         items = [Listed(s, untrusted=n in untrusted) for n, s in listed.items()]
         return catalog(items, window)
 
@@ -106,7 +110,30 @@ class RoomSkills:
         if folder not in session.readable:
             session.readable.append(folder)
         self.invoked.setdefault(target.name, []).append(name)
+        self.granted.setdefault(target.name, set()).add(name)
         return content(skill, session, untrusted=not self.library.trusted(name))
+
+
+async def decide(staged: proposals.Staged, accept: bool, library: Library, workspace: Path,
+                 memory: Memory | None) -> str:
+    """Accept or reject one proposal; accepting checks every rule again (a skill) or goes through the
+    memory's own checks (scan, caps, duplicates). Returns what happened, in one line."""
+    if not accept:
+        proposals.reject(staged)
+        return f"rejected {staged.id}"
+    p = staged.proposal
+    if p.kind == "skill":
+        path = await trio.to_thread.run_sync(proposals.apply_skill, workspace, library, staged)
+        return f"accepted {staged.id}: wrote {path}"
+    try:
+        if p.action == "add":
+            said = await memory.add(p.target, staged.text())
+        else:
+            said = await memory.replace(p.target, p.old_text, staged.text())
+    except NoteError as exc:
+        raise InputError(f"{staged.id}: the memory refused it: {exc}") from None
+    proposals.accepted(staged)
+    return f"accepted {staged.id}: {said}"
 
 
 async def reflect(provider: Provider, model: str, messages: list[Message], library: Library, workspace: Path,

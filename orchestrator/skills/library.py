@@ -128,6 +128,17 @@ class Library:
         return self.tiers.get(name) == "trusted"
 
 
+def stand_in_roots(workspace: Path, folders: Mapping[str, Path], *, shipped: Path | None = None) -> list[Root]:
+    """The project's roots, then folders standing in for the other labels (a scenario's `skill_roots`),
+    in the default order; foreign labels are the untrusted tier as always."""
+    out = [Root("project", p) for p in project_folders(workspace)]
+    out += [Root(label, folders[label], "untrusted" if label in FOREIGN else "trusted")
+            for label in LABELS if label in folders and label != "project"]
+    if shipped is not None and "shipped" not in folders:
+        out.append(Root("shipped", shipped))
+    return out
+
+
 def discover(search: list[Root]) -> Library:
     """Read every skill folder under `search` (blocking: call it through a thread from trio code)."""
     lib = Library()

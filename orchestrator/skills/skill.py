@@ -134,7 +134,7 @@ class _Reader:
     def _front_matter(self, source: str) -> tuple[dict[str, Any], dict[str, int]] | None:
         try:
             node = yaml.compose(source, Loader=yaml.SafeLoader)
-        except yaml.MarkedYAMLError as e:
+        except yaml.MarkedYAMLError:
             fixed = _quote_colons(source)
             try:
                 if fixed == source:
