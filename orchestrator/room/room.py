@@ -132,6 +132,8 @@ class Room:
         record = await store.create_room(name, floor=COMMANDER, meta=meta)
         async with cls._running_room(store, record, team, resolve, workspace, retry, [], on_event,
                                      can_confirm, knowledge, models, mcp, library, skill_roots, evolve) as room:
+            if blocked := room.skills.blocked():
+                await room.notice(blocked, [USER])
             yield room
 
     @classmethod

@@ -72,6 +72,13 @@ class RoomSkills:
         self.invoked: dict[str, list[str]] = {}  # member -> skills the user invoked for its next turn
         self.granted: dict[str, set[str]] = {}  # member -> every skill the user invoked for it in this room
 
+    def blocked(self) -> str:
+        """A note for the user on skills the members would have had but the scanner blocked ("" if none)."""
+        if not any(wanted(spec, self.team) == "all" for spec in (self.team.commander, *self.team.agents)):
+            return ""
+        found = [e for e in self.library.entries if e.status == "blocked"]
+        return "\n".join(f"Skill {e.name} ({e.folder}) is blocked and was not loaded: {e.reason}." for e in found)
+
     def usable(self, spec: AgentDef, commander: bool) -> dict[str, Skill]:
         names = wanted(spec, self.team)
         pool = self.library.skills if names == "all" else {n: self.library.skills[n] for n in names
