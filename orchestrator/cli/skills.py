@@ -11,10 +11,10 @@ from typing import Any
 import msgspec
 import trio
 
-from orchestrator.cli.paths import default_db, skill_roots
+from orchestrator.cli.paths import default_db
 from orchestrator.core.errors import InputError
 from orchestrator.memory.notes import Memory
-from orchestrator.room.skills import decide
+from orchestrator.room.skills import decide, default_roots
 from orchestrator.skills import proposals
 from orchestrator.skills.library import Library, discover
 from orchestrator.skills.skill import bundled_files, read_skill, skill_file
@@ -23,7 +23,7 @@ from orchestrator.store.db import Store
 
 async def _library(args) -> Library:
     """The library a room in `--workspace` would see."""
-    return await trio.to_thread.run_sync(discover, skill_roots(args.workspace))
+    return await trio.to_thread.run_sync(discover, default_roots(args.workspace.resolve()))
 
 
 async def cmd_list(args) -> int:
@@ -144,7 +144,7 @@ def add_parser(sub: Any) -> None:
     actions = skills.add_subparsers(dest="skills_command", required=True)
 
     def workspace(p) -> None:
-        p.add_argument("--workspace", type=Path, default=Path.cwd(),
+        p.add_argument("--workspace", type=Path, default=Path("."),
                        help="the project whose .agents/skills count (default: the current folder)")
 
     ls = actions.add_parser("list", help="every skill found: name, root, tier, status")

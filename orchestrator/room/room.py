@@ -125,7 +125,8 @@ class Room:
         user's and the package's, without config.toml's changes); `evolve`: the self-improvement pass."""
         workspace = Path(workspace or Path.cwd()).resolve()
         check_team(team)
-        skill_roots = default_roots(workspace) if skill_roots is None else skill_roots
+        if skill_roots is None:  # config.toml is read, and so are the folders: off the event loop
+            skill_roots = await trio.to_thread.run_sync(default_roots, workspace)
         library = await trio.to_thread.run_sync(discover, skill_roots)
         check_skills(team, library)
         meta = {"team": msgspec.to_builtins(team), "workspace": str(workspace)}
@@ -151,7 +152,8 @@ class Room:
         team = team or msgspec.convert(record.meta.get("team", {}), Team)
         check_team(team)
         workspace = Path(record.meta.get("workspace") or Path.cwd())
-        skill_roots = default_roots(workspace) if skill_roots is None else skill_roots
+        if skill_roots is None:  # config.toml is read, and so are the folders: off the event loop
+            skill_roots = await trio.to_thread.run_sync(default_roots, workspace)
         library = await trio.to_thread.run_sync(discover, skill_roots)
         check_skills(team, library)
         messages = await store.load(record.id, size=record.messages)

@@ -5,6 +5,7 @@ The open (untrusted) tier reaches the commander only; a worker's `skills` may ne
 """
 from __future__ import annotations
 
+import os
 import time
 from pathlib import Path
 from typing import Callable
@@ -19,10 +20,11 @@ from orchestrator.core.resources import data_dir
 from orchestrator.core.types import Message
 from orchestrator.memory.notes import Memory, NoteError
 from orchestrator.providers.base import Provider
+from orchestrator.providers.config import config_path, load_config
 from orchestrator.skills import evolve, proposals
 from orchestrator.skills.activation import NAME, activate_tool, allowed_names, content
 from orchestrator.skills.catalog import Listed, catalog
-from orchestrator.skills.library import Library, Root, SkillsConfig, roots
+from orchestrator.skills.library import Library, Root, parse_config, roots
 from orchestrator.skills.skill import Skill
 from orchestrator.team.schema import AgentDef, Team
 from orchestrator.tools.base import Registry
@@ -35,8 +37,10 @@ def shipped() -> Path:
     return data_dir("skills")
 
 
-def default_roots(workspace: Path, config: SkillsConfig = SkillsConfig()) -> list[Root]:
-    """The roots a room in `workspace` reads: the configured ones, with the package's own skills."""
+def default_roots(workspace: Path) -> list[Root]:
+    """The roots a room in `workspace` reads: those config.toml's [skills] sets (or the default order),
+    with the package's own skills."""
+    config = parse_config(load_config().skills, str(config_path(os.environ)))
     return roots(workspace, config, shipped=shipped())
 
 
