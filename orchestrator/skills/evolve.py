@@ -68,13 +68,18 @@ def transcript(messages: list[Message], budget: int) -> str:
     return "\n".join([lines[0], *reversed(kept)])
 
 
-def own_skills(library: Library, workspace: Path) -> dict[str, str]:
-    """The skills the pass may change, with their current SKILL.md text (read now: never patched blind)."""
+def own_skills(library: Library, workspace: Path, budget: int) -> dict[str, str]:
+    """The skills the pass may change, with their current SKILL.md text (read now: never patched blind),
+    as many as fit in `budget` tokens; one not shown cannot be changed in this pass."""
     home = project_skills(workspace).resolve()
-    out = {}
-    for name, skill in library.skills.items():
+    out: dict[str, str] = {}
+    for name, skill in sorted(library.skills.items()):
         if skill.created_by == AGENT and Path(skill.folder).parent == home:
-            out[name] = skill.file.read_text(encoding="utf-8")
+            text = skill.file.read_text(encoding="utf-8")
+            budget -= estimate(text)
+            if budget < 0:
+                break
+            out[name] = text
     return out
 
 
@@ -120,7 +125,7 @@ async def reflect(provider: Provider, model: str, messages: list[Message], *, li
                   memory: str, room: str) -> Outcome:
     """Review one user line's messages; stage at most one proposal. Never raises for a model's failure."""
     seq = [messages[0].seq, messages[-1].seq] if messages else []
-    mine = own_skills(library, workspace)
+    mine = own_skills(library, workspace, INPUT_CAP // 3)
     others = sorted(n for n in library.skills if n not in mine)
     system = render("evolve.md.j2", own=mine, others=others, memory=memory)
     budget = max(500, INPUT_CAP - estimate(system))
@@ -143,6 +148,11 @@ async def reflect(provider: Provider, model: str, messages: list[Message], *, li
     if isinstance(parsed, str):
         return Outcome(status="refused", reason=parsed, **used)
     proposal, body = parsed
+    current = library.get(proposal.target)
+    if proposal.kind == "skill" and proposal.action == "update" and proposal.target not in mine \
+            and current is not None and current.created_by == AGENT:  # others: stage() says why not
+        return Outcome(status="refused", reason=f"{proposal.target}: the pass was not shown its current text, "
+                                                "so it may not change it", **used)
     try:
         staged = stage(workspace, library, proposal, body)
     except InputError as exc:
