@@ -12,7 +12,6 @@ from orchestrator.providers.scripted import Reply, ScriptedProvider, request_tex
 from orchestrator.room.room import Room
 from orchestrator.skills.library import Root
 from orchestrator.skills.proposals import pending
-from orchestrator.store.db import Store
 from orchestrator.team.schema import AgentDef, Team
 
 from test_room import Recorder, resolver, store  # noqa: F401 - the fixture
@@ -150,6 +149,6 @@ async def test_a_user_invoked_skill_narrows_tools_for_that_turn(store, tmp_path)
     assert [s.name for s in first.tools if s.name in ("read_file", "write_file")] == ["read_file"]
     assert "write_file" in [s.name for s in third.tools]  # the narrowing ended with the turn
     assert not (tmp_path / "x.txt").exists() and provider.failures == []
-    with pytest.raises(InputError, match="no usable skill"):
-        async with Room.create(store, t, resolver(provider), workspace=tmp_path, skill_roots=[]) as room:
+    async with Room.create(store, t, resolver(provider), workspace=tmp_path, skill_roots=[]) as room:
+        with pytest.raises(InputError, match="no usable skill"):
             await room.post("x", skill="read-only")
