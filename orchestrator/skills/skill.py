@@ -17,6 +17,7 @@ import msgspec
 import yaml
 
 from orchestrator.memory import scan
+from orchestrator.skills import passed
 
 MAX_NAME = 64
 MAX_DESCRIPTION = 1024
@@ -24,6 +25,7 @@ MAX_COMPATIBILITY = 500
 MAX_BODY_LINES = 500  # the specification's advice for SKILL.md
 MAX_FILES = 200  # bundled files listed on activation
 NAME = re.compile(r"[a-z0-9]+(?:-[a-z0-9]+)*")
+_Loader = getattr(yaml, "CSafeLoader", yaml.SafeLoader)  # the C parser when PyYAML has it: marks all the same
 
 SPEC_KEYS = frozenset({"name", "description", "license", "compatibility", "metadata", "allowed-tools"})
 # Keys other clients define (Claude Code, Codex); a skill written for them loads unchanged.
@@ -133,13 +135,13 @@ class _Reader:
 
     def _front_matter(self, source: str) -> tuple[dict[str, Any], dict[str, int]] | None:
         try:
-            node = yaml.compose(source, Loader=yaml.SafeLoader)
+            node = yaml.compose(source, Loader=_Loader)
         except yaml.MarkedYAMLError:
             fixed = _quote_colons(source)
             try:
                 if fixed == source:
                     raise
-                node = yaml.compose(fixed, Loader=yaml.SafeLoader)
+                node = yaml.compose(fixed, Loader=_Loader)
             except yaml.MarkedYAMLError as e2:
                 self._yaml_error(e2)
                 return None
@@ -151,7 +153,7 @@ class _Reader:
             return None
         data: dict[str, Any] = {}
         keylines: dict[str, int] = {}
-        constructor = yaml.SafeLoader("")
+        constructor = _Loader("")
         for k, v in node.value:
             key = k.value if isinstance(k, yaml.ScalarNode) else str(k.value)
             if key in keylines:
@@ -283,7 +285,7 @@ class _Reader:
                     self.add(n, "note", f"`{ref}` is referenced but not in the skill folder")
 
     def _scan(self, text: str) -> None:
-        findings = scan.scan(text)
+        findings = passed.findings(text)
         if not findings:
             return
         lines = text.split("\n")
