@@ -121,8 +121,9 @@ class Room:
                      knowledge: KnowledgeBase | None = None, models: Catalog | None = None,
                      mcp: Hub | None = None, skill_roots: list[Root] | None = None,
                      evolve: bool = False) -> AsyncIterator[Room]:
-        """`skill_roots`: where skills are found, highest priority first (default: the workspace's, the
-        user's and the package's, without config.toml's changes); `evolve`: the self-improvement pass."""
+        """`skill_roots`: where skills are found, highest priority first (default: the roots config.toml's
+        [skills] names for this workspace, else the workspace's, the user's and the package's);
+        `evolve`: the self-improvement pass after each line, on top of the team's `evolve`."""
         workspace = Path(workspace or Path.cwd()).resolve()
         check_team(team)
         if skill_roots is None:  # config.toml is read, and so are the folders: off the event loop
