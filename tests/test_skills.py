@@ -288,3 +288,8 @@ def test_the_scanner_pass_is_remembered_by_content_and_a_finding_never_is(tmp_pa
     assert passed.findings(clean) == [] and calls == [clean]
     assert passed.findings(clean + " ") == [] and len(calls) == 2  # an edit scans again
     assert passed.findings(hostile) and passed.findings(hostile) and calls[-2:] == [hostile, hostile]
+
+
+def test_a_window_too_small_for_any_entry_still_says_skills_exist():
+    text = catalog([Listed(fake("a", "Does A. " * 20)), Listed(fake("b", "Does B."))], 2_000)
+    assert text.startswith("[2 skills can be activated") and estimate(text) <= 40

@@ -47,7 +47,7 @@ def _line(item: Listed, limit: int | None, locations: bool) -> str:
 
 def _render(items: list[Listed], limit: int | None, locations: bool, left_out: int) -> str:
     return render("skills_catalog.md.j2", skills=[_line(i, limit, locations) for i in items], left_out=left_out,
-                  untrusted=any(i.untrusted for i in items))
+                  untrusted=any(i.untrusted for i in items), bare=False)
 
 
 def catalog(items: list[Listed], window: int) -> str:
@@ -72,4 +72,6 @@ def catalog(items: list[Listed], window: int) -> str:
     kept = len(items)
     while kept > 0 and not fits(_render(items[:kept], MIN_DESCRIPTION, False, len(items) - kept)):
         kept -= 1
+    if kept == 0:  # a window too small for even the list's preamble: one line, still not silent
+        return render("skills_catalog.md.j2", skills=[], left_out=len(items), untrusted=False, bare=True)
     return _render(items[:kept], MIN_DESCRIPTION, False, len(items) - kept)
