@@ -267,8 +267,9 @@ class Room:
                 return msg
             if target == COMMANDER:
                 await self.set_floor(COMMANDER)
-        invoked = self.skills.invoke(skill, self.members[target].spec, target == COMMANDER,
-                                     self.tool_session) if skill else None
+        invoked = await trio.to_thread.run_sync(  # it lists the skill's files
+            self.skills.invoke, skill, self.members[target].spec, target == COMMANDER, self.tool_session) \
+            if skill else None
         self.meter = self._new_meter()
         visible = [USER, target] if target == COMMANDER else [USER, target, COMMANDER]
         msg = await self.bus.post(Draft(author=USER, kind="user", blocks=[TextBlock(text)], visible_to=visible),

@@ -11,7 +11,6 @@ from pathlib import Path
 from typing import Callable
 
 import structlog
-
 import trio
 
 from orchestrator.core.errors import InputError

@@ -10,6 +10,7 @@ from typing import Literal
 from xml.sax.saxutils import quoteattr
 
 import msgspec
+import trio
 
 from orchestrator.core.prompts import render
 from orchestrator.skills.skill import Skill, bundled_files
@@ -79,7 +80,8 @@ def activate_tool(skills: dict[str, Skill], registry: Registry, *, untrusted: fr
         folder = Path(skill.folder)
         if folder not in ctx.session.readable:
             ctx.session.readable.append(folder)
-        text = content(skill, ctx.session, untrusted=skill.name in untrusted)
+        text = await trio.to_thread.run_sync(  # it lists the skill's files
+            lambda: content(skill, ctx.session, untrusted=skill.name in untrusted))
         if skill.allowed_tools is not None:
             keep, _ = allowed_names(skill.allowed_tools)
             keep.add(NAME)
