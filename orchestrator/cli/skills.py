@@ -8,22 +8,26 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
+from typing import TYPE_CHECKING
+
 import msgspec
 import trio
 
 from orchestrator.cli.paths import default_db
 from orchestrator.core.errors import InputError
-from orchestrator.memory.notes import Memory
-from orchestrator.room.skills import decide, default_roots
-from orchestrator.skills import proposals
-from orchestrator.skills.library import Library, discover
-from orchestrator.skills.skill import bundled_files, read_skill, skill_file
-from orchestrator.store.db import Store
+
+if TYPE_CHECKING:
+    from orchestrator.skills.library import Library
+
+# The skills modules (and YAML) are imported by the commands, not by `orchestrator --help`.
 
 
 async def _library(args) -> Library:
     """The library a room in `--workspace` would see."""
-    return await trio.to_thread.run_sync(discover, default_roots(args.workspace.resolve()))
+    from orchestrator.room.skills import default_roots
+    from orchestrator.skills.library import discover
+
+    return await trio.to_thread.run_sync(lambda: discover(default_roots(args.workspace.resolve())))
 
 
 async def cmd_list(args) -> int:
@@ -51,6 +55,8 @@ async def cmd_list(args) -> int:
 
 
 async def cmd_show(args) -> int:
+    from orchestrator.skills.skill import bundled_files
+
     lib = await _library(args)
     skill = lib.get(args.name)
     if skill is None:
@@ -79,6 +85,8 @@ async def cmd_show(args) -> int:
 
 def _folders(path: Path) -> list[Path]:
     """A skill folder, or every skill folder directly inside a folder of them."""
+    from orchestrator.skills.skill import skill_file
+
     if not path.exists():
         raise InputError(f"{path}: no such file or folder")
     if path.is_file():
@@ -92,6 +100,8 @@ def _folders(path: Path) -> list[Path]:
 
 
 async def cmd_check(args) -> int:
+    from orchestrator.skills.skill import read_skill
+
     folders = [f for p in args.paths for f in _folders(Path(p))]
     bad = 0
     for folder in folders:
@@ -107,6 +117,11 @@ async def cmd_check(args) -> int:
 
 
 async def cmd_review(args) -> int:
+    from orchestrator.memory.notes import Memory
+    from orchestrator.room.skills import decide
+    from orchestrator.skills import proposals
+    from orchestrator.store.db import Store
+
     workspace = args.workspace.resolve()
     waiting = proposals.pending(workspace)
     if not args.accept and not args.reject:
