@@ -218,14 +218,14 @@ async def test_activation_returns_the_body_and_files_which_read_file_can_then_re
     registry.add(tool)
     assert tool.spec().input_schema["properties"]["name"]["enum"] == ["pdf-processing"]
     reference = str(skills_root / "pdf-processing" / "references" / "REFERENCE.md")
-    refused, _ = await execute(ToolCallBlock("c0", "read_file", {"path": reference}), registry, ctx(session))
+    refused, *_ = await execute(ToolCallBlock("c0", "read_file", {"path": reference}), registry, ctx(session))
     assert refused.is_error and "outside the workspace" in refused.content
     text = await tool.run(tool.parse({"name": "pdf-processing"}), ctx(session))
     assert "See [the reference guide]" in text and "name: pdf-processing" not in text
     assert reference in text and "scripts/extract.py" in text
-    read, _ = await execute(ToolCallBlock("c1", "read_file", {"path": reference}), registry, ctx(session))
+    read, *_ = await execute(ToolCallBlock("c1", "read_file", {"path": reference}), registry, ctx(session))
     assert not read.is_error and "Forms are filled" in read.content
-    wrote, _ = await execute(ToolCallBlock("c2", "write_file", {"path": reference, "content": "x"}),
+    wrote, *_ = await execute(ToolCallBlock("c2", "write_file", {"path": reference, "content": "x"}),
                              registry, ctx(session))
     assert wrote.is_error and "read-only" in wrote.content
 

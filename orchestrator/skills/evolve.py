@@ -140,8 +140,9 @@ async def reflect(provider: Provider, model: str, messages: list[Message], *, li
         log.warning("self-improvement pass failed", error=str(exc), kind=exc.kind)
         return Outcome(status="failed", reason=f"{exc.kind}: {exc}", seq=seq, input_tokens=sent)
     answer = "".join(b.text for b in response.blocks if isinstance(b, TextBlock))
-    used = dict(seq=seq, input_tokens=response.usage.input or sent,
-                output_tokens=response.usage.output or estimate(answer))
+    reported = response.usage  # None: the provider did not say, so our estimates stand in
+    used = dict(seq=seq, input_tokens=reported.input if reported else sent,
+                output_tokens=reported.output if reported else estimate(answer))
     parsed = parse(answer, room=room, seq=seq)
     if parsed == "":
         return Outcome(status="nothing", **used)
