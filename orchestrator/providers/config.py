@@ -140,7 +140,8 @@ def load_config(env: Mapping[str, str] | None = None) -> Config:
     unknown = set(raw) - {"providers", "endpoints", "models", "mcp_servers", "sandbox", "skills"}
     if unknown:
         raise InputError(f"{where}: unknown table [{sorted(unknown)[0]}]; the file has [providers.NAME], "
-                         "[endpoints.NAME], [models.\"PROVIDER/MODEL\"], [mcp_servers.NAME], [sandbox] and [skills]")
+                         "[endpoints.NAME], [models.\"PROVIDER/MODEL\"], [mcp_servers.NAME], [sandbox] "
+                         "and [skills]")
     providers = _table(raw, "providers", where)
     endpoints = _table(raw, "endpoints", where)
     models = _table(raw, "models", where)
