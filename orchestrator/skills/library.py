@@ -158,13 +158,13 @@ def discover(search: list[Root]) -> Library:
                 continue
             if (winner := taken.get(entry.name)) is not None:
                 entry.status, entry.reason = "shadowed", f"shadowed by {winner.folder} ({winner.root})"
-                log.warning("skill shadowed", skill=entry.name, kept=winner.folder, shadowed=entry.folder)
+                log.info("skill shadowed", skill=entry.name, kept=winner.folder, shadowed=entry.folder)
                 lib.entries.append(entry)
                 continue
             taken[entry.name] = entry
             lib.entries.append(entry)
             if entry.status == "blocked":
-                log.warning("skill blocked", skill=entry.name, folder=entry.folder, reason=entry.reason)
+                log.info("skill blocked", skill=entry.name, folder=entry.folder, reason=entry.reason)
                 continue
             assert skill is not None
             lib.skills[skill.name] = skill
