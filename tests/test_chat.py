@@ -583,7 +583,7 @@ async def test_confirmation_answers_go_to_the_oldest_request(tmp_path):
         def answer(self, reply, request_id=None):
             answered.append((reply, request_id))
 
-        async def post(self, line):
+        async def post(self, line, skill=None):
             posted.append(line)
 
     shell = Shell(SimpleNamespace(db=tmp_path / "x.db"), store=None, interactive=False,

@@ -244,7 +244,7 @@ BAD = [
           - user: and stop
             stop: true
             after: 1
-        """, 5, "turns[1].stop", "exactly one of `user`, `stop`, `restart`, `new_room`, `confirm`; got `user` and `stop`"),
+        """, 5, "turns[1].stop", "exactly one of `user`, `stop`, `restart`, `new_room`, `confirm`, `proposals`; got `user` and `stop`"),
     ("stop without after", """\
         name: x
         turns:

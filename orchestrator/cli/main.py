@@ -1,5 +1,5 @@
 """The `orchestrator` command: one parser over the command groups (run/check, chat, rooms/show/export,
-kb, memory, tokens, models, mcp), and the one place errors become exit codes.
+kb, memory, tokens, models, mcp, skills), and the one place errors become exit codes.
 
 Exit codes: 0 ran and held, 1 an expectation failed, 2 bad input, 3 the run failed. A person
 sees one or two lines per problem; tracebacks only with --debug.
@@ -41,6 +41,7 @@ COMMANDS = {
     "memory": ("orchestrator.cli.memory", "add_parser", "see and change the saved profile and notes"),
     "mcp": ("orchestrator.cli.mcp", "add_parser", "MCP: list the configured servers, or serve the team as an "
                                                   "MCP server"),
+    "skills": ("orchestrator.cli.skills", "add_parser", "list, show and check skills; review proposed changes"),
 }
 
 

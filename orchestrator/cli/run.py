@@ -14,6 +14,8 @@ from contextlib import AsyncExitStack
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+import msgspec
+
 from orchestrator.cli.paths import new_run_db
 from orchestrator.core.errors import InputError
 from orchestrator.scenario.shipped import describe, find_scenario, shipped
@@ -34,6 +36,8 @@ async def cmd_run(args) -> int:
 
     path = find_scenario(args.file, folder_hint=f"`orchestrator check {args.file}` runs every scenario in it")
     scn = load_scenario(path)
+    if args.evolve:
+        scn = msgspec.structs.replace(scn, team=msgspec.structs.replace(scn.team, evolve=True))
     sink = reader_may_leave(json_out if args.json else Printer())
     real = [a.model for a in (scn.team.commander, *scn.team.agents) if a.model not in ("scripted", "")]
     async with AsyncExitStack() as stack:
@@ -135,6 +139,7 @@ def add_parsers(sub: Any) -> None:
     r.add_argument("--trace", type=Path, metavar="FILE.jsonl",
                    help="write a span (OpenTelemetry GenAI names) per line, agent turn, model call and tool run "
                         "to this file")
+    r.add_argument("--evolve", action="store_true", help="turn on the self-improvement pass (as `evolve: true`)")
     r.set_defaults(fn=cmd_run)
 
     c = sub.add_parser("check", help="play scenarios and report pass/fail for each",

@@ -122,6 +122,17 @@ class Confirm(Event, tag="confirm"):
     summary: str
 
 
+class Evolution(Event, tag="evolution"):
+    """The self-improvement pass ran (M5): proposed (staged, not applied), nothing, refused or failed."""
+
+    status: str
+    proposal: str = ""  # the staged proposal's id
+    reason: str = ""
+    seq: list[int] = field(default_factory=list)  # the room messages it reviewed, first and last
+    input_tokens: int = 0
+    output_tokens: int = 0
+
+
 class Check(Event, tag="check"):
     ok: bool
     failures: list[str] = field(default_factory=list)
@@ -129,7 +140,7 @@ class Check(Event, tag="check"):
 
 AnyEvent = Union[
     MessageEvent, TextDeltaEvent, ToolStart, ToolEnd, CallUsage, Compaction, Retry, State, TaskEvent,
-    Cancelled, Done, ErrorEvent, Confirm, Check,
+    Cancelled, Done, ErrorEvent, Confirm, Evolution, Check,
 ]
 
 EVENT_ENCODER = msgspec.json.Encoder()

@@ -2,6 +2,7 @@
 
 The tail is kept from a clean boundary (never a tool result whose call was summarized); the
 summary is one stored message that names what it replaces, so the swap is one transaction.
+Results of tools marked `kept` (activated skills) are carried into the summary verbatim.
 """
 from __future__ import annotations
 
@@ -12,7 +13,7 @@ import structlog
 from orchestrator.core.events import CallUsage
 from orchestrator.core.prompts import render
 from orchestrator.core.tokens import estimate
-from orchestrator.core.types import Draft, Request, TextBlock
+from orchestrator.core.types import Draft, Request, TextBlock, ToolResultBlock
 from orchestrator.engine import telemetry
 from orchestrator.engine.budget import cut_points, fit
 from orchestrator.providers.base import complete
@@ -39,6 +40,21 @@ def cut_point(partition, keep: int) -> int | None:
             break
         best = i
     return best if best is not None else (clean[-1] if clean else None)
+
+
+KEPT = "[Kept word for word through the summary: an activated skill]"  # summary.md.j2 puts it before each kept text
+
+
+def _kept(messages, tools: set[str]) -> list[str]:
+    """The results of `tools` among `messages`, and what earlier summaries kept: each text once, oldest first."""
+    found: list[str] = []
+    for m in messages:
+        for b in m.blocks:
+            if isinstance(b, ToolResultBlock) and b.name in tools and not b.is_error:
+                found.append(b.content)
+            elif isinstance(b, TextBlock) and KEPT in b.text:
+                found += [part.strip("\n") for part in b.text.split(KEPT)[1:]]
+    return list(dict.fromkeys(found))
 
 
 async def compact(agent, partition, commit, *, window: int, fixed: int, overflow: bool = False,
@@ -79,7 +95,8 @@ async def compact(agent, partition, commit, *, window: int, fixed: int, overflow
                                estimated=response.usage is None, seconds=time.perf_counter() - started,
                                auxiliary=True))
     summary = response.blocks
-    text = render("summary.md.j2", summary="".join(b.text for b in summary if isinstance(b, TextBlock)).strip())
+    text = render("summary.md.j2", summary="".join(b.text for b in summary if isinstance(b, TextBlock)).strip(),
+                  kept=_kept(older, agent.tools.kept()), kept_mark=KEPT)
     if estimate(text) >= sum(partition.sizes[:cut]):  # a summary no shorter than its source helps nobody
         log.info("compaction skipped: the summary is no shorter than what it would replace", agent=agent.name)
         return None

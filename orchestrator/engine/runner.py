@@ -104,7 +104,8 @@ async def run_turn(agent: Agent, partition: Partition, commit: Commit, meter: Me
         guard = LoopGuard()
         usage = Usage()
         while True:
-            # Read every round: a tool may add tools for the next request (find_tools loads MCP schemas).
+            # Read every round: a tool may add tools for the next request (find_tools loads MCP schemas),
+            # or take some away (a skill's allowed-tools).
             specs = agent.tools.specs()
             fixed = agent.system_tokens + agent.tools.spec_tokens()
             if meter:

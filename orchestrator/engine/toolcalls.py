@@ -62,8 +62,7 @@ async def execute(call: ToolCallBlock, registry: Registry, ctx: ToolContext, par
 async def _execute(call: ToolCallBlock, registry: Registry, ctx: ToolContext) -> tuple[ToolResultBlock, str | None]:
     tool = registry.get(call.name)
     if tool is None:
-        known = ", ".join(registry.names()) or "none"
-        return ToolResultBlock(call.id, call.name, f"unknown tool {call.name!r}; available tools: {known}", True), None
+        return ToolResultBlock(call.id, call.name, registry.missing(call.name), True), None
     try:
         args = tool.parse(call.input)
         out = await tool.run(args, ctx)

@@ -68,6 +68,7 @@ class Config(Struct, kw_only=True):
     sources: dict[str, Source]
     models: dict[str, Override] = {}
     sandbox: dict = {}  # the [sandbox] table as written; tools/jail.py's Settings reads it
+    skills: dict[str, Any] = {}  # the [skills] table, read by the skills layer (roots and their order)
 
     @property
     def shown_path(self) -> str:
@@ -136,10 +137,11 @@ def load_config(env: Mapping[str, str] | None = None) -> Config:
     env = os.environ if env is None else env
     path, raw = config_file(env)
     where = str(path)
-    unknown = set(raw) - {"providers", "endpoints", "models", "mcp_servers", "sandbox"}
+    unknown = set(raw) - {"providers", "endpoints", "models", "mcp_servers", "sandbox", "skills"}
     if unknown:
         raise InputError(f"{where}: unknown table [{sorted(unknown)[0]}]; the file has [providers.NAME], "
-                         "[endpoints.NAME], [models.\"PROVIDER/MODEL\"], [mcp_servers.NAME] and [sandbox]")
+                         "[endpoints.NAME], [models.\"PROVIDER/MODEL\"], [mcp_servers.NAME], [sandbox] "
+                         "and [skills]")
     providers = _table(raw, "providers", where)
     endpoints = _table(raw, "endpoints", where)
     models = _table(raw, "models", where)
@@ -171,7 +173,8 @@ def load_config(env: Mapping[str, str] | None = None) -> Config:
     sandbox = raw.get("sandbox", {})
     if not isinstance(sandbox, dict):
         raise InputError(f"{where}: [sandbox] must be a table (network = \"ask\", writable = [...], enabled = true)")
-    return Config(path=path, sources=sources, models=overrides, sandbox=sandbox)
+    return Config(path=path, sources=sources, models=overrides, sandbox=sandbox,
+                  skills=_table(raw, "skills", where))
 
 
 def config_file(env: Mapping[str, str]) -> tuple[Path, dict[str, Any]]:

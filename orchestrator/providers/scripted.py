@@ -1,7 +1,8 @@
 """The deterministic scripted model: plays queued replies per agent, through the same engine path.
 
 Errors become the same classes real vendors raise; `sees`/`not_sees` checks are recorded,
-and auxiliary calls (summaries) are answered from the request without consuming a queue.
+and auxiliary calls (summaries) are answered from the request without consuming a queue, unless a
+queue is scripted under the call's own name (the self-improvement pass: `evolve`).
 """
 from __future__ import annotations
 
@@ -21,6 +22,9 @@ from orchestrator.core.types import (
 )
 
 _ANONYMOUS = re.compile(r"worker(-\d+)?")
+# Auxiliary calls that play a queue of their own name, so a scenario can script them (the
+# self-improvement pass); other auxiliary calls (summaries) never touch a queue.
+SIDE_QUEUES = frozenset({"evolve"})
 
 
 class Reply(Struct, kw_only=True, frozen=True):
@@ -90,7 +94,8 @@ class ScriptedProvider:
     async def stream(self, request: Request) -> AsyncIterator[StreamEvent]:
         if self.record:
             self.requests.append(request)
-        if request.auxiliary:
+        # a side call with nothing scripted gets the summary too: for the pass, an answer proposing nothing
+        if request.auxiliary and (request.agent not in SIDE_QUEUES or not self._queues.get(request.agent)):
             async for ev in self._summary(request):
                 yield ev
             return

@@ -20,7 +20,7 @@ from orchestrator.core.events import CallUsage, Cancelled, Done, ErrorEvent, Eve
 from orchestrator.core.prompts import render
 from orchestrator.core.retry import RetryPolicy
 from orchestrator.core.tokens import estimate
-from orchestrator.core.types import Draft, Message, TextBlock, ToolResultBlock
+from orchestrator.core.types import Draft, Message, TextBlock, ToolCallBlock, ToolResultBlock
 from orchestrator.engine.partition import Partition
 from orchestrator.engine.runner import CANCELLED, Agent, run_turn
 from orchestrator.providers.base import Provider
@@ -40,6 +40,10 @@ from orchestrator.room.limits import Meter, deadline
 from orchestrator.room.lines import Lines
 from orchestrator.room.members import ANONYMOUS, COMMANDER, USER, Member, TurnFailed, anonymous_name
 from orchestrator.room.questions import Questions
+from orchestrator.room.skills import RoomSkills, check_skills, decide, default_roots, reflect
+from orchestrator.skills import proposals
+from orchestrator.skills.activation import NAME as ACTIVATE
+from orchestrator.skills.library import Library, Root, discover
 from orchestrator.store.db import RoomRecord, Store
 from orchestrator.store.usage import UsageLog, UsageRow
 from orchestrator.team.schema import AgentDef, Team
@@ -67,7 +71,8 @@ class Room:
     """A group chat. Open one with `Room.create` or `Room.open` inside `async with`."""
 
     def __init__(self, store: Store, record: RoomRecord, team: Team, resolve: Resolve, workspace: Path,
-                 nursery: trio.Nursery, retry: RetryPolicy, can_confirm: bool = False, mcp: Hub | None = None):
+                 nursery: trio.Nursery, retry: RetryPolicy, can_confirm: bool = False, mcp: Hub | None = None,
+                 library: Library | None = None, skill_roots: list[Root] = (), evolve: bool = False):
         self.store, self.record, self.team, self.workspace = store, record, team, workspace
         self.id = record.id
         self._resolve, self._nursery, self._retry = resolve, nursery, retry
@@ -101,6 +106,10 @@ class Room:
         self.mcp = mcp  # the process's MCP connections; the team's servers override the config file's
         self.mcp_servers = {**(mcp.servers if mcp else {}), **team.mcp_servers}
         self._mcp_told: set[str] = set()  # problems already reported in this room
+        self.skills = RoomSkills(team, library or Library())
+        self.skill_roots = list(skill_roots)  # read again by reload_skills
+        self.evolve = evolve or team.evolve  # M5: a self-improvement pass once each line's work is done
+        self._line_seq: int | None = None  # the user line the pass will review, until it runs
 
     # --- opening and closing -------------------------------------------------------------
 
@@ -109,14 +118,24 @@ class Room:
     async def create(cls, store: Store, team: Team, resolve: Resolve, *, name: str = "room",
                      workspace: Path | None = None, retry: RetryPolicy = RetryPolicy(),
                      on_event: Callable[[Event], None] | None = None, can_confirm: bool = False,
-                     knowledge: KnowledgeBase | None = None,
-                     models: Catalog | None = None, mcp: Hub | None = None) -> AsyncIterator[Room]:
+                     knowledge: KnowledgeBase | None = None, models: Catalog | None = None,
+                     mcp: Hub | None = None, skill_roots: list[Root] | None = None,
+                     evolve: bool = False) -> AsyncIterator[Room]:
+        """`skill_roots`: where skills are found, highest priority first (default: the roots config.toml's
+        [skills] names for this workspace, else the workspace's, the user's and the package's);
+        `evolve`: the self-improvement pass after each line, on top of the team's `evolve`."""
         workspace = Path(workspace or Path.cwd()).resolve()
         check_team(team)
+        if skill_roots is None:  # config.toml is read, and so are the folders: off the event loop
+            skill_roots = await trio.to_thread.run_sync(default_roots, workspace)
+        library = await trio.to_thread.run_sync(discover, skill_roots)
+        check_skills(team, library)
         meta = {"team": msgspec.to_builtins(team), "workspace": str(workspace)}
         record = await store.create_room(name, floor=COMMANDER, meta=meta)
         async with cls._running_room(store, record, team, resolve, workspace, retry, [], on_event,
-                                     can_confirm, knowledge, models, mcp) as room:
+                                     can_confirm, knowledge, models, mcp, library, skill_roots, evolve) as room:
+            if blocked := room.skills.blocked():
+                await room.notice(blocked, [USER])
             yield room
 
     @classmethod
@@ -125,7 +144,8 @@ class Room:
                    retry: RetryPolicy = RetryPolicy(),
                    on_event: Callable[[Event], None] | None = None, can_confirm: bool = False,
                    knowledge: KnowledgeBase | None = None, models: Catalog | None = None,
-                   mcp: Hub | None = None) -> AsyncIterator[Room]:
+                   mcp: Hub | None = None, skill_roots: list[Root] | None = None,
+                   evolve: bool = False) -> AsyncIterator[Room]:
         """Reopen a stored room: history is healed on load, partitions, floor and ledger rebuilt."""
         record = await store.room(ref)
         if record is None:
@@ -133,28 +153,36 @@ class Room:
         team = team or msgspec.convert(record.meta.get("team", {}), Team)
         check_team(team)
         workspace = Path(record.meta.get("workspace") or Path.cwd())
+        if skill_roots is None:  # config.toml is read, and so are the folders: off the event loop
+            skill_roots = await trio.to_thread.run_sync(default_roots, workspace)
+        library = await trio.to_thread.run_sync(discover, skill_roots)
+        check_skills(team, library)
         messages = await store.load(record.id, size=record.messages)
         async with cls._running_room(store, record, team, resolve, workspace, retry, messages, on_event,
-                                     can_confirm, knowledge, models, mcp) as room:
+                                     can_confirm, knowledge, models, mcp, library, skill_roots, evolve) as room:
             yield room
 
     @classmethod
     @asynccontextmanager
     async def _running_room(cls, store, record, team, resolve, workspace, retry, messages,
-                            on_event, can_confirm, knowledge, models, mcp) -> AsyncIterator[Room]:
+                            on_event, can_confirm, knowledge, models, mcp, library, skill_roots,
+                            evolve) -> AsyncIterator[Room]:
         async with AsyncExitStack() as stack:
             if mcp is None and team.mcp_servers:  # a caller with no hub of its own: this room's, closed with it
                 mcp = await stack.enter_async_context(open_hub(default_log_dir()))
             async with cls._nursery_room(store, record, team, resolve, workspace, retry, messages, on_event,
-                                         can_confirm, knowledge, models, mcp) as room:
+                                         can_confirm, knowledge, models, mcp, library, skill_roots,
+                                         evolve) as room:
                 yield room
 
     @classmethod
     @asynccontextmanager
     async def _nursery_room(cls, store, record, team, resolve, workspace, retry, messages,
-                            on_event, can_confirm, knowledge, models, mcp) -> AsyncIterator[Room]:
+                            on_event, can_confirm, knowledge, models, mcp, library, skill_roots,
+                            evolve) -> AsyncIterator[Room]:
         async with trio.open_nursery() as nursery:
-            room = cls(store, record, team, resolve, workspace, nursery, retry, can_confirm, mcp)
+            room = cls(store, record, team, resolve, workspace, nursery, retry, can_confirm, mcp, library,
+                       skill_roots, evolve)
             if on_event:
                 room.subscribe(on_event)
             room.models = models
@@ -224,8 +252,9 @@ class Room:
 
     # --- the user's side --------------------------------------------------------------------
 
-    async def post(self, text: str) -> Message:
-        """A user line: routed to the @mentioned member, else the floor owner (G7, G11)."""
+    async def post(self, text: str, *, skill: str | None = None) -> Message:
+        """A user line: routed to the @mentioned member, else the floor owner (G7, G11). `skill`: the
+        user invokes that skill for this line (`/skill NAME`): the target gets it as if it had activated it."""
         m = _MENTION.match(text.strip())
         target = self.floor
         if m:
@@ -238,10 +267,20 @@ class Room:
                 return msg
             if target == COMMANDER:
                 await self.set_floor(COMMANDER)
+        invoked = await trio.to_thread.run_sync(  # it lists the skill's files
+            self.skills.invoke, skill, self.members[target].spec, target == COMMANDER, self.tool_session) \
+            if skill else None
         self.meter = self._new_meter()
         visible = [USER, target] if target == COMMANDER else [USER, target, COMMANDER]
         msg = await self.bus.post(Draft(author=USER, kind="user", blocks=[TextBlock(text)], visible_to=visible),
                                notify=(target,))
+        if invoked is not None:  # a call and its result, as the agent's own activation would leave them
+            call = ToolCallBlock(f"user_skill_{msg.seq}", ACTIVATE, {"name": skill})
+            await self.bus.post(Draft(author=target, kind="tool_call", blocks=[call], visible_to=[target]))
+            await self.bus.post(Draft(author=target, kind="tool_result", visible_to=[target],
+                                      blocks=[ToolResultBlock(call.id, ACTIVATE, invoked)]))
+        if self.evolve and self._line_seq is None:
+            self._line_seq = msg.seq
         line = self.lines.open()
         with active(line):  # the tasks this line starts inherit it
             self.wake(target)
@@ -269,7 +308,35 @@ class Room:
 
     def _task_ended(self) -> None:
         self._running -= 1
+        if self._running == 0 and self._line_seq is not None and not self._halting:
+            self.spawn(self._reflect, self._line_seq)  # counted: idle() waits for the pass too
+            self._line_seq = None
         self._settling.unpark_all()
+
+    async def _reflect(self, first: int) -> None:
+        """The self-improvement pass over the line that began at seq `first`; it only stages proposals."""
+        messages = [m for m in await self.store.load(self.id) if m.seq >= first]
+        provider, model = self._resolve(self.members[COMMANDER].spec.model)
+        out = await reflect(provider, model, messages, self.skills.library, self.workspace,
+                            await self.memory.snapshot(), self.id, self.bus.publish)
+        if out.status == "proposed":
+            await self.notice(f"Proposed by the self-improvement pass: {out.reason}. Accept or reject it with "
+                              "/proposals or `orchestrator skills review`.", [USER])
+
+    async def reload_skills(self) -> None:
+        """Read the skill roots again (after a proposal was accepted, say); the next turn sees the change."""
+        self.skills.library = await trio.to_thread.run_sync(discover, self.skill_roots)
+
+    async def review(self, accept: bool, ident: str = "all") -> list[str]:
+        """Accept or reject staged proposals (`ident`: an id prefix, or all); one line per proposal."""
+        if ident == "all":
+            chosen = await trio.to_thread.run_sync(proposals.pending, self.workspace)
+        else:
+            chosen = [await trio.to_thread.run_sync(proposals.find, self.workspace, ident)]
+        said = [await decide(s, accept, self.skills.library, self.workspace, self.memory) for s in chosen]
+        if accept and chosen:
+            await self.reload_skills()
+        return said or ["there are no pending proposals"]
 
     @property
     def busy(self) -> bool:
@@ -282,6 +349,7 @@ class Room:
 
     async def stop(self, reason: str = "stopped by the user") -> None:
         """Group cancellation (G9), the only stop path: every agent, worker and tool in the room."""
+        self._line_seq = None  # stopped work is not reviewed
         self.lines.stop(reason)
         self._cancel_all()
         await self._quiet(0)
@@ -297,6 +365,7 @@ class Room:
         if self._halting:
             return
         self._halting = reason
+        self._line_seq = None
         self.lines.stop(reason)
         self._cancel_all()
         self._running += 1  # counted, so idle() waits for the report too; not scoped, so it survives the stop
@@ -511,17 +580,19 @@ class Room:
             for t in self._commander_tools:
                 tools.add(t)
             roster, ledger = self.roster(), self.ledger.recent(20)
-            inputs = ("commander", tools.names(), memory, self.floor, [a.name for a in roster], ledger)
+        skills = self.skills.equip(spec, member.name == COMMANDER, tools, window)
+        if member.name == COMMANDER:
+            inputs = ("commander", tools.names(), memory, self.floor, [a.name for a in roster], ledger, skills)
         else:
-            inputs = ("worker", tools.names(), memory)
+            inputs = ("worker", tools.names(), memory, skills)
         if inputs != member.prompt[0]:  # rendered again only when something it shows changed
             if member.name == COMMANDER:
                 text = render("commander.md.j2", instructions=spec.instructions, roster=roster, floor=self.floor,
-                              ledger=ledger, tools=tools.names(), memory=memory)
+                              ledger=ledger, tools=tools.names(), memory=memory, skills=skills)
             else:
                 text = render("worker.md.j2", name=spec.name, description=spec.description,
                               instructions=spec.instructions, tools=tools.names(), interactive=spec.interactive,
-                              memory=memory)
+                              memory=memory, skills=skills)
             member.prompt = (inputs, text, estimate(text))
         _, system, system_tokens = member.prompt
         return Agent(name=member.name, provider=provider, model=model, system=system, tools=tools,

@@ -12,6 +12,8 @@ import msgspec
 from orchestrator.core.document import Document, Parts, alternatives
 from orchestrator.core.errors import ERROR_KINDS
 from orchestrator.scenario.schema import ErrorSpec, Expect, Scenario, ScriptItem, Turn
+from orchestrator.skills.evolve import REVIEWER
+from orchestrator.skills.library import LABELS
 from orchestrator.team.loader import checked_team
 from orchestrator.team.schema import WORKER_NAME, Team
 
@@ -52,11 +54,17 @@ def _check_item(doc: Document, at: Parts, item: ScriptItem) -> None:
 
 def _check_models(doc: Document, models: dict[str, list[ScriptItem]], team: Team) -> None:
     # What each queue's model may call: an agent its tools, the commander also its three, and an
-    # anonymous run_worker helper the commander's own tools (as the room gives them).
+    # anonymous run_worker helper the commander's own tools (as the room gives them); a member with
+    # skills also activate_skill. The self-improvement pass (`evolve`) calls nothing.
     from orchestrator.room.commander import ARGS as COMMANDER_TOOLS  # the loader needs only their arguments
+    from orchestrator.skills.activation import NAME as ACTIVATE
 
-    tools = {"commander": [*team.commander.tools, *COMMANDER_TOOLS], "worker": list(team.commander.tools),
-             **{a.name: list(a.tools) for a in team.agents}}
+    def own(tools: list[str], skills) -> list[str]:
+        return [*tools, *([ACTIVATE] if (team.skills if skills is None else skills) else [])]
+
+    tools = {"commander": [*own(team.commander.tools, team.commander.skills), *COMMANDER_TOOLS],
+             "worker": own(team.commander.tools, None), **{a.name: own(a.tools, a.skills) for a in team.agents},
+             **({REVIEWER: []} if team.evolve else {})}
     for name, items in models.items():
         if name not in tools:
             raise doc.error(("models", name), f"unknown member `{name}`: expected {alternatives(tools)}",
@@ -94,13 +102,28 @@ def _check_calls(doc: Document, at: Parts, item: ScriptItem, queue: str, tools: 
 def _check_turns(doc: Document, turns: list[Turn]) -> None:
     for i, turn in enumerate(turns):
         given = [k for k, on in (("user", turn.user is not None), ("stop", turn.stop), ("restart", turn.restart),
-                                 ("new_room", turn.new_room), ("confirm", turn.confirm is not None)) if on]
+                                 ("new_room", turn.new_room), ("confirm", turn.confirm is not None),
+                                 ("proposals", turn.proposals is not None)) if on]
         if len(given) != 1:
             got = " and ".join(f"`{k}`" for k in given) or "none"
             raise doc.error(("turns", i, *given[1:2]), "a turn takes exactly one of `user`, `stop`, `restart`, "
-                                                       f"`new_room`, `confirm`; got {got}", key=bool(given))
+                                                       f"`new_room`, `confirm`, `proposals`; got {got}",
+                            key=bool(given))
+        if turn.skill is not None and turn.user is None:
+            raise doc.error(("turns", i, "skill"), "`skill` invokes a skill with a user line: add `user`", key=True)
         if turn.stop and turn.after is None:
             raise doc.error(("turns", i, "stop"), "`stop: true` needs `after: SECONDS` (when to cancel)", key=True)
+
+
+def _check_skill_roots(doc: Document, folders: dict[str, str], base: Path) -> None:
+    labels = [label for label in LABELS if label != "project"]
+    for label, folder in folders.items():
+        if label not in labels:
+            raise doc.error(("skill_roots", label), f"unknown root `{label}`: expected {alternatives(labels)} "
+                                                    "(the project's roots are the workspace's .agents/skills)",
+                            key=True)
+        if not (base / folder).is_dir():
+            raise doc.error(("skill_roots", label), f"`{folder}` is not a folder (relative to this file)")
 
 
 def _check_expect(doc: Document, expect: Expect, agents: list[str]) -> None:
@@ -136,6 +159,7 @@ def load_scenario(path: str | Path) -> Scenario:
     agents = [a.name for a in team.agents]
     _check_files(doc, scenario.files)
     _check_models(doc, scenario.models, team)
+    _check_skill_roots(doc, scenario.skill_roots, Path(path).parent)
     _check_turns(doc, scenario.turns)
     _check_expect(doc, scenario.expect, agents)
     return msgspec.structs.replace(scenario, team=team, path=Path(path).absolute())

@@ -23,8 +23,10 @@ from orchestrator.providers.catalog import Catalog as ModelCatalog
 from orchestrator.providers.registry import Registry
 from orchestrator.providers.scripted import Reply, ScriptedProvider
 from orchestrator.room.room import Catalog, Room
+from orchestrator.room.skills import shipped
 from orchestrator.scenario.expect import Outcome, check
 from orchestrator.scenario.schema import Scenario, ScriptItem
+from orchestrator.skills.library import stand_in_roots
 from orchestrator.store.db import Store
 from orchestrator.store.usage import PriceOf, UsageLog, UsageReport
 
@@ -125,6 +127,9 @@ async def _play(scn: Scenario, store: Store, resolve, ws: Path, sink, retry: Ret
     turns = list(scn.turns)
     rooms: list[str] = []
     can_confirm = any(t.confirm for t in turns)  # someone answers only if the scenario does
+    base = scn.path.parent if scn.path else Path.cwd()
+    skill_roots = stand_in_roots(ws, {k: (base / v).resolve() for k, v in scn.skill_roots.items()},
+                                 shipped=shipped())
     problems: list[str] = []
     fatal: list[ErrorEvent] = []
 
@@ -141,10 +146,11 @@ async def _play(scn: Scenario, store: Store, resolve, ws: Path, sink, retry: Ret
             if room_id is None:
                 room = await stack.enter_async_context(
                     Room.create(store, scn.team, resolve, name=scn.name, workspace=ws, retry=retry, on_event=watch,
-                                can_confirm=can_confirm, models=models, mcp=hub))
+                                can_confirm=can_confirm, models=models, mcp=hub, skill_roots=skill_roots))
             else:
                 room = await stack.enter_async_context(Room.open(store, room_id, resolve, retry=retry, on_event=watch,
-                                                                 can_confirm=can_confirm, models=models, mcp=hub))
+                                                                 can_confirm=can_confirm, models=models, mcp=hub,
+                                                                 skill_roots=skill_roots))
             room_id = room.id
             if room_id not in rooms:
                 rooms.append(room_id)
@@ -167,7 +173,9 @@ async def _play(scn: Scenario, store: Store, resolve, ws: Path, sink, retry: Ret
                 if turn.stop:
                     await room.stop()
                 elif turn.user is not None:
-                    await room.post(turn.user)
+                    await room.post(turn.user, skill=turn.skill)
+                elif turn.proposals:
+                    await room.review(turn.proposals == "accept")
                 elif turn.confirm:
                     if room.asking:
                         room.answer(turn.confirm)

@@ -49,7 +49,8 @@ class ScriptItem(Strict):
 
 
 class Turn(Strict):
-    """One user-side step: exactly one of user / stop / restart / new_room / confirm (the loader checks)."""
+    """One user-side step: exactly one of user / stop / restart / new_room / confirm / proposals
+    (the loader checks)."""
 
     user: str | None = None
     after: NonNegative | None = None
@@ -59,6 +60,10 @@ class Turn(Strict):
     new_room: bool = False
     # Reserved for answering the shell tool's confirmation prompt.
     confirm: Literal["once", "run", "deny"] | None = None
+    # Our extension: the user's `/skill NAME` with this line (only with `user`).
+    skill: str | None = None
+    # Our extension: accept or reject every staged proposal of the self-improvement pass (`/proposals`).
+    proposals: Literal["accept", "reject"] | None = None
 
 
 class TranscriptItem(Strict):
@@ -130,6 +135,10 @@ class Scenario(Strict):
     models: dict[str, list[ScriptItem]] = {}
     turns: list[Turn] = []
     expect: Expect = field(default_factory=Expect)
+    # Our extension: folders (relative to this file) standing in for the skill roots user, home, shipped,
+    # claude, codex. Unnamed ones are not read, so a run never depends on this machine's skills; the
+    # workspace's .agents/skills and the package's own skills are always read.
+    skill_roots: dict[str, str] = {}
     # Set by load_scenario to the file it read (relative paths such as `workspace` start from its folder).
     # A real field so that msgspec.structs.replace keeps it; the loader rejects a `path:` key in the file.
     path: Path | None = None

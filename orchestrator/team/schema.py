@@ -5,7 +5,7 @@ Scenario files, team files and agents/*.md all decode into these Structs; the ro
 from __future__ import annotations
 
 import re
-from typing import Annotated, Any
+from typing import Annotated, Any, Literal
 
 from msgspec import Meta, Struct, field
 
@@ -63,6 +63,8 @@ class AgentDef(Strict):
     thinking: Thinking | None = None
     # Our extension: this agent's shell sandbox, on top of the team's (tools/jail.py Settings.parse).
     sandbox: bool | str | dict[str, Any] | None = None
+    # Skills it may activate: names, or "all"; None = the team's `skills`.
+    skills: list[str] | Literal["all"] | None = None
     # An agent definition file whose fields this entry overrides. After loading it holds the resolved path.
     from_: str | None = field(default=None, name="from")
 
@@ -85,3 +87,5 @@ class Team(Strict):
     mcp_servers: dict[str, ServerConfig] = {}
     # Our extension: the shell sandbox for the whole team, on top of config.toml's [sandbox].
     sandbox: bool | str | dict[str, Any] | None = None
+    skills: list[str] | Literal["all"] = []  # every member's skills unless it names its own
+    evolve: bool = False  # the self-improvement pass after each line (M5): it only stages proposals

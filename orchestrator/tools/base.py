@@ -52,6 +52,7 @@ class Tool:
     run: Runner
     read_only: bool = False
     parallel: bool | None = None  # may run beside adjacent calls; defaults to read_only (E13)
+    kept: bool = False  # its results survive compaction verbatim (an activated skill's instructions)
 
     @property
     def concurrent(self) -> bool:
@@ -113,10 +114,15 @@ def schema_of(args: type[msgspec.Struct]) -> dict[str, Any]:
 
 
 class Registry:
-    """Name-to-tool map; built-in, room-made and user tools all live here alike."""
+    """Name-to-tool map; built-in, room-made and user tools all live here alike.
+
+    `narrow` hides tools for the rest of the registry's life (one turn): it can only ever take tools away.
+    """
 
     def __init__(self, tools: list[Tool] = ()):
         self._tools: dict[str, Tool] = {}
+        self._hidden: dict[str, str] = {}  # name -> why it is not available now
+        self._narrowed: list[tuple[set[str], str]] = []  # what narrow() kept, so a later add cannot widen
         for t in tools:
             self.add(t)
 
@@ -124,19 +130,40 @@ class Registry:
         if tool.name in self._tools:
             raise ValueError(f"tool {tool.name!r} is registered twice")
         self._tools[tool.name] = tool
+        for keep, why in self._narrowed:
+            if tool.name not in keep:
+                self._hidden.setdefault(tool.name, why)
+
+    def narrow(self, keep: set[str], why: str) -> list[str]:
+        """Hide every tool not in `keep`, now and when added later; returns the names hidden by this call."""
+        self._narrowed.append((set(keep), why))
+        hidden = [n for n in self._tools if n not in keep and n not in self._hidden]
+        for name in hidden:
+            self._hidden[name] = why
+        return hidden
 
     def get(self, name: str) -> Tool | None:
-        return self._tools.get(name)
+        return None if name in self._hidden else self._tools.get(name)
+
+    def missing(self, name: str) -> str:
+        """What to tell a model that called a tool it does not have."""
+        if name in self._hidden:
+            return f"{name} is not available now: {self._hidden[name]}"
+        return f"unknown tool {name!r}; available tools: {', '.join(self.names()) or 'none'}"
+
+    def kept(self) -> set[str]:
+        """Tools whose results compaction keeps, hidden ones included (their earlier results still count)."""
+        return {n for n, t in self._tools.items() if t.kept}
 
     def specs(self) -> list[ToolSpec]:
-        return [t.spec() for t in self._tools.values()]
+        return [t.spec() for n, t in self._tools.items() if n not in self._hidden]
 
     def spec_tokens(self) -> int:
         """What the specs add to every request, estimated once per tool (not once per turn)."""
-        return sum(t.spec_tokens() for t in self._tools.values())
+        return sum(t.spec_tokens() for n, t in self._tools.items() if n not in self._hidden)
 
     def names(self) -> list[str]:
-        return list(self._tools)
+        return [n for n in self._tools if n not in self._hidden]
 
     def __len__(self) -> int:
-        return len(self._tools)
+        return len(self._tools) - len(self._hidden)

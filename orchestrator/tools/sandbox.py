@@ -1,5 +1,6 @@
 """The path sandbox (E18): which paths tools may touch, and the one way to open, walk and replace them.
-Roots are the workspace and the user's grants; credential, system and app-data folders are never allowed.
+Roots are the workspace, the user's grants and, for reading only, the folders of activated skills;
+credential, system and app-data folders are never allowed.
 """
 from __future__ import annotations
 
@@ -83,12 +84,15 @@ class Rules:
     roots: tuple[Path, ...]
     homes: tuple[Path, ...]
     areas: tuple[tuple[Path, str], ...]  # folders refused outright, with the reason
+    readable: tuple[Path, ...] = ()  # activated skills' folders: read, never written
 
     @classmethod
-    def of(cls, session: ToolSession) -> Rules:
+    def of(cls, session: ToolSession, *, writing: bool = False) -> Rules:
         areas = [(p, "a system folder") for p in _system_folders()]
         areas += [(p, "the application's own data folder") for p in app_data_folders()]
-        return cls(session.workspace, (session.workspace, *session.grants), homes(), tuple(areas))
+        readable = tuple(session.readable)
+        roots = (session.workspace, *session.grants, *(() if writing else readable))
+        return cls(session.workspace, roots, homes(), tuple(areas), readable)
 
     def refusal(self, path: Path) -> str | None:
         """Why `path` (absolute, normalized) may never be opened, or None."""
@@ -100,9 +104,12 @@ class Rules:
                     return f"{Path(*parts[:i + len(cred)])} holds credentials"
         if not in_ws and (path.name in (".env", ".envrc") or path.name.startswith(".env.")):
             return "a .env file outside the workspace may hold secrets"
+        # a skill installed with the package may sit under /usr; its own folder stays readable
+        skill = next((r for r in self.readable if path.is_relative_to(r)), None)
         for area, why in self.areas:
             # a workspace the user placed inside such a folder stays usable; nothing else there does
-            if path.is_relative_to(area) and not (in_ws and self.workspace.is_relative_to(area)):
+            if path.is_relative_to(area) and not (in_ws and self.workspace.is_relative_to(area)) \
+                    and not (skill is not None and skill.is_relative_to(area)):
                 return f"{area} is {why}"
         return None
 
@@ -122,8 +129,10 @@ class Rules:
         if reason := self.refusal(path):
             raise ToolError(f"{raw}: refused{how}: {reason}; tools can never open it, even when granted")
         if not any(path.is_relative_to(r) for r in self.roots):
+            if any(path.is_relative_to(r) for r in self.readable):
+                raise ToolError(f"{raw}: a skill's folder{how} is read-only; write in the workspace instead")
             raise ToolError(f"{raw}: outside the workspace{how}; tools may use only the workspace "
-                            f"({self.workspace}) and what the user granted")
+                            f"({self.workspace}), what the user granted, and activated skills' folders (reading)")
 
 
 def _absolute(session: ToolSession, raw: str) -> str:
@@ -181,9 +190,9 @@ def _follow(raw: str, start: str) -> tuple[Path, bool]:
     return Path("/", *done), links > 0
 
 
-def resolve(session: ToolSession, raw: str) -> Path:
+def resolve(session: ToolSession, raw: str, *, writing: bool = False) -> Path:
     """The physical path `raw` names (relative to the workspace), admitted by the sandbox, or ToolError."""
-    rules = Rules.of(session)
+    rules = Rules.of(session, writing=writing)
     start = _absolute(session, raw)
     if reason := rules.refusal(Path(os.path.normpath(start))):  # before probing anything there
         raise ToolError(f"{raw}: refused: {reason}; tools can never open it, even when granted")
@@ -198,8 +207,8 @@ def shown(session: ToolSession, path: Path) -> str:
 
 
 def root_of(session: ToolSession, path: Path) -> Path:
-    """The workspace or grant that holds `path` (the innermost, should grants nest)."""
-    return max((r for r in (session.workspace, *session.grants) if path.is_relative_to(r)),
+    """The workspace, grant or skill folder that holds `path` (the innermost, should they nest)."""
+    return max((r for r in (session.workspace, *session.grants, *session.readable) if path.is_relative_to(r)),
                key=lambda r: len(r.parts))
 
 
@@ -308,7 +317,7 @@ def open_checked(session: ToolSession, raw: str, mode: Mode) -> Iterator[Opened]
     "any" either; "write" the folder (made if missing) with the file opened for reading if it exists;
     "edit" an existing regular file about to be replaced. "write" and "edit" refuse git hooks and git
     config. Regular files must have a single link. Everything is closed on exit."""
-    path = resolve(session, raw)
+    path = resolve(session, raw, writing=mode in ("write", "edit"))
     if path == Path("/"):
         raise ToolError(f"{raw}: refused: the file system root")
     if mode in ("write", "edit") and (why := _runs_in_git(session, path)):

@@ -1,5 +1,6 @@
 """The state tools share within one room (or one standalone session): where files may be touched,
-what each agent has read (E14), the shell's background jobs and OS sandbox, and how to ask the user (E17).
+what each agent has read (E14), the shell's background jobs and OS sandbox, and how to ask the user (E17);
+also the folders of activated skills, which tools may read wherever they are.
 
 The engine hands it to every tool through ToolContext; the room builds one per room, so a stop
 reaches the jobs and an answer to "may I run this?" reaches the person in front of the room.
@@ -27,6 +28,7 @@ class ToolSession:
                  agent_sandbox: dict[str, Settings] | None = None):
         self.workspace = Path(workspace).resolve()
         self.grants = [Path(g).resolve() for g in grants]  # folders the user granted besides the workspace
+        self.readable: list[Path] = []  # activated skills' folders: tools may read them, never write
         self.ask = ask
         self.spawn = spawn  # runs fn(*args) under the group's stop; None outside a room
         self.sandbox = sandbox  # the OS sandbox shell commands run in (tools/jail.py)

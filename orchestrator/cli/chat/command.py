@@ -48,6 +48,9 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
     c.add_argument("--trace", type=Path, metavar="FILE.jsonl",
                    help="write a span (OpenTelemetry GenAI names) per line, agent turn, model call and tool "
                         "run to this file")
+    c.add_argument("--evolve", action="store_true",
+                   help="after each line's work, let one capped model call propose a memory entry or a skill "
+                        "(staged for /proposals; never applied by itself)")
     c.set_defaults(fn=cmd_chat)
     return c
 

@@ -37,6 +37,9 @@ COMMANDS = {
     "/rooms": "the rooms in this database",
     "/resume": "/resume ID: leave this room and continue a stored one",
     "/export": "/export PATH: write this room's transcript as Markdown",
+    "/skills": "the skills found: name, root, tier, status, and who may use them",
+    "/skill": "/skill NAME [line]: use that skill for your next line (or this one)",
+    "/proposals": "/proposals [accept|reject ID|all]: what the self-improvement pass proposed",
     "/help": "this list",
     "/exit": "leave the shell (also Ctrl-D, or Ctrl-C twice at an idle prompt)",
 }
@@ -73,6 +76,7 @@ class Shell:
         self._failures = 0
         self.exit_code = 0
         self._last_room: str | None = None
+        self._skill: str | None = None  # invoked with /skill for the next line
         history = private_file(Path(args.db).parent / "chat_history") if getattr(args, "db", None) else None
         self.prompt = Prompt(self.view, history, lambda: self.room, lambda: self.room_name, COMMANDS, interactive)
 
@@ -125,7 +129,8 @@ class Shell:
         """Create (ref None) or reopen a room and talk in it; returns the room to open next, None to leave."""
         from orchestrator.room.room import Room
 
-        common = dict(on_event=self.on_event, can_confirm=True, models=self.setup.models, mcp=self.setup.mcp)
+        common = dict(on_event=self.on_event, can_confirm=True, models=self.setup.models, mcp=self.setup.mcp,
+                      evolve=bool(getattr(self.args, "evolve", False)))
         if ref is None:
             opening = Room.create(self.store, self.setup.team, self.setup.resolve, name=self.setup.name,
                                   workspace=self.setup.workspace, **common)
@@ -239,15 +244,19 @@ class Shell:
             room.answer(_ANSWERS[text.lower()], room.asking[0])
             return None
         if text.startswith("//"):
-            await room.post(text[1:])
+            await self._post(room, text[1:])
             return None
         if text.startswith("/"):
             self.say(f"› {text}")
             return await self.command(room, text)
         if room.asking:
             self.say("(a confirmation request is still open: answer o, r or d)")
-        await room.post(line)
+        await self._post(room, line)
         return None
+
+    async def _post(self, room, line: str) -> None:
+        skill, self._skill = self._skill, None
+        await room.post(line, skill=skill)
 
     async def command(self, room, text: str) -> _Resume | None:
         cmd, _, arg = text.partition(" ")
@@ -296,6 +305,21 @@ class Shell:
             return _Resume(record.id)
         elif cmd == "/export":
             await self._export(room, arg)
+        elif cmd == "/skills":
+            self._skills(room)
+        elif cmd == "/skill":
+            name, _, line = arg.partition(" ")
+            if not name:
+                raise InputError("/skill NAME [line]: which skill? /skills lists them")
+            if room.skills.library.get(name) is None:
+                raise InputError(f"no usable skill named {name!r}; /skills lists them")
+            self._skill = name
+            if line.strip():
+                await self._post(room, line.strip())
+            else:
+                self.say(f"your next line uses the skill {name}")
+        elif cmd == "/proposals":
+            await self._proposals(room, arg)
         else:
             raise InputError(f"unknown command {cmd}; /help lists them (start a line with // to send a '/')")
         return None
@@ -312,6 +336,38 @@ class Shell:
         hidden = [n for n, m in room.members.items() if m.anonymous]
         if hidden:
             self.say(f"  anonymous workers so far: {', '.join(hidden)}")
+
+    def _skills(self, room) -> None:
+        entries = room.skills.library.entries
+        if not entries:
+            self._print("no skills found; put skill folders in .agents/skills/ (`orchestrator skills check` "
+                        "validates one)")
+        for e in entries:
+            users = [n for n, m in room.members.items() if not m.anonymous
+                     and e.name in room.skills.usable(m.spec, n == "commander")]
+            who = f" — {', '.join(users)}" if users else ""
+            why = f": {e.reason}" if e.reason else ""
+            self._print(f"{e.name:<24} {e.root:<8} {e.tier:<9} {e.status}{why}{who}")
+
+    async def _proposals(self, room, arg: str) -> None:
+        from orchestrator.skills.proposals import pending
+
+        verb, _, ident = arg.partition(" ")
+        if verb in ("accept", "reject"):
+            for line in await room.review(verb == "accept", ident.strip() or "all"):
+                self._print(line)
+            return
+        if verb:
+            raise InputError("/proposals [accept|reject ID|all]")
+        waiting = await trio.to_thread.run_sync(pending, room.workspace)
+        if not waiting:
+            self._print("no pending proposals")
+        for staged in waiting:
+            self._print(staged.summary())
+            for ln in staged.diff().splitlines():
+                self._print(f"  {ln}")
+        if waiting:
+            self.say("/proposals accept ID (or all) applies one; /proposals reject ID (or all) files it away")
 
     async def _export(self, room, arg: str) -> None:
         from orchestrator.store.export import to_markdown

@@ -1,0 +1,157 @@
+"""Skills in a room (X1): which skills each member may use, its catalog and activate_skill tool for a turn,
+a skill the user invokes for the next line, and the self-improvement pass once the room is idle (M5).
+
+The open (untrusted) tier reaches the commander only; a worker's `skills` may never name such a skill.
+"""
+from __future__ import annotations
+
+import os
+import time
+from pathlib import Path
+from typing import Callable
+
+import structlog
+import trio
+
+from orchestrator.core.errors import InputError
+from orchestrator.core.events import Evolution
+from orchestrator.core.resources import data_dir
+from orchestrator.core.types import Message
+from orchestrator.memory.notes import Memory, NoteError
+from orchestrator.providers.base import Provider
+from orchestrator.providers.config import config_path, load_config
+from orchestrator.skills import evolve, proposals
+from orchestrator.skills.activation import NAME, activate_tool, allowed_names, content
+from orchestrator.skills.catalog import Listed, catalog
+from orchestrator.skills.library import Library, Root, parse_config, roots
+from orchestrator.skills.skill import Skill
+from orchestrator.team.schema import AgentDef, Team
+from orchestrator.tools.base import Registry
+from orchestrator.tools.session import ToolSession
+
+log = structlog.get_logger(__name__)
+
+
+def shipped() -> Path:
+    return data_dir("skills")
+
+
+def default_roots(workspace: Path) -> list[Root]:
+    """The roots a room in `workspace` reads: those config.toml's [skills] sets (or the default order),
+    with the package's own skills."""
+    config = parse_config(load_config().skills, str(config_path(os.environ)))
+    return roots(workspace, config, shipped=shipped())
+
+
+def wanted(spec: AgentDef, team: Team) -> list[str] | str:
+    """The member's `skills` (its own, else the team's): a list of names or "all"."""
+    return spec.skills if spec.skills is not None else team.skills
+
+
+def check_skills(team: Team, library: Library) -> None:
+    """Unknown names and untrusted skills in a worker's list are errors before a room opens."""
+    for spec, commander in [(team.commander, True), *((a, False) for a in team.agents)]:
+        names = wanted(spec, team)
+        if isinstance(names, str):
+            continue
+        who = "the commander" if commander else f"agent {spec.name!r}"
+        for name in names:
+            entry = library.entry(name)
+            if entry is None:
+                known = ", ".join(sorted(library.skills)) or "none found"
+                raise InputError(f"{who}: unknown skill {name!r}; skills: {known} (`orchestrator skills list`)")
+            if entry.status != "loaded":
+                raise InputError(f"{who}: skill {name!r} is {entry.status}: {entry.reason}")
+            if not commander and not library.trusted(name):
+                raise InputError(f"{who}: skill {name!r} is in the untrusted tier ({entry.folder}); only the "
+                                 "commander may use it")
+
+
+class RoomSkills:
+    """The room's library and what each member gets from it."""
+
+    def __init__(self, team: Team, library: Library):
+        self.team, self.library = team, library
+        self.invoked: dict[str, list[str]] = {}  # member -> skills the user invoked for its next turn
+        self.granted: dict[str, set[str]] = {}  # member -> every skill the user invoked for it in this room
+
+    def blocked(self) -> str:
+        """A note for the user on skills the members would have had but the scanner blocked ("" if none)."""
+        if not any(wanted(spec, self.team) == "all" for spec in (self.team.commander, *self.team.agents)):
+            return ""
+        found = [e for e in self.library.entries if e.status == "blocked"]
+        return "\n".join(f"Skill {e.name} ({e.folder}) is blocked and was not loaded: {e.reason}." for e in found)
+
+    def usable(self, spec: AgentDef, commander: bool) -> dict[str, Skill]:
+        names = wanted(spec, self.team)
+        pool = self.library.skills if names == "all" else {n: self.library.skills[n] for n in names
+                                                            if n in self.library.skills}
+        return {n: s for n, s in pool.items() if commander or self.library.trusted(n)}
+
+    def equip(self, spec: AgentDef, commander: bool, tools: Registry, window: int) -> str:
+        """Add activate_skill to `tools` when the member has skills; returns its catalog for the prompt."""
+        usable = self.usable(spec, commander)
+        untrusted = frozenset(n for n in self.library.skills if not self.library.trusted(n))
+        for name in self.invoked.pop(spec.name, []):  # the user invoked it: narrowed as if activated
+            skill = self.library.get(name)
+            if skill is not None and skill.allowed_tools is not None:
+                keep, _ = allowed_names(skill.allowed_tools)
+                tools.narrow(keep | {NAME}, f"the skill {name} the user invoked allows only {', '.join(sorted(keep))}")
+        listed = {n: s for n, s in usable.items() if s.model_invocable}  # disable-model-invocation hides it
+        # what the user invoked stays activatable, so compaction keeps its text like any activation's
+        granted = {n: self.library.skills[n] for n in self.granted.get(spec.name, ()) if n in self.library.skills}
+        if (listed or granted) and tools.get(NAME) is None:
+            tools.add(activate_tool(listed | granted, tools, untrusted=untrusted))
+        items = [Listed(s, untrusted=n in untrusted) for n, s in listed.items()]
+        return catalog(items, window)
+
+    def invoke(self, name: str, target: AgentDef, commander: bool, session: ToolSession) -> str:
+        """`/skill NAME`: the skill's content for `target`'s next turn; InputError when it may not have it."""
+        skill = self.library.get(name)
+        if skill is None:
+            entry = self.library.entry(name)
+            why = f"it is {entry.status}: {entry.reason}" if entry else "`/skills` lists them"
+            raise InputError(f"no usable skill named {name!r}; {why}")
+        if not skill.user_invocable:
+            raise InputError(f"the skill {name!r} is not user-invocable (user-invocable: false)")
+        if not commander and not self.library.trusted(name):
+            raise InputError(f"the skill {name!r} is in the untrusted tier: only the commander may use it")
+        folder = Path(skill.folder)
+        if folder not in session.readable:
+            session.readable.append(folder)
+        self.invoked.setdefault(target.name, []).append(name)
+        self.granted.setdefault(target.name, set()).add(name)
+        return content(skill, session, untrusted=not self.library.trusted(name))
+
+
+async def decide(staged: proposals.Staged, accept: bool, library: Library, workspace: Path,
+                 memory: Memory | None) -> str:
+    """Accept or reject one proposal; accepting checks every rule again (a skill) or goes through the
+    memory's own checks (scan, caps, duplicates). Returns what happened, in one line."""
+    if not accept:
+        proposals.reject(staged)
+        return f"rejected {staged.id}"
+    p = staged.proposal
+    if p.kind == "skill":
+        path = await trio.to_thread.run_sync(proposals.apply_skill, workspace, library, staged)
+        return f"accepted {staged.id}: wrote {path}"
+    try:
+        if p.action == "add":
+            said = await memory.add(p.target, staged.text())
+        else:
+            said = await memory.replace(p.target, p.old_text, staged.text())
+    except NoteError as exc:
+        raise InputError(f"{staged.id}: the memory refused it: {exc}") from None
+    proposals.accepted(staged)
+    return f"accepted {staged.id}: {said}"
+
+
+async def reflect(provider: Provider, model: str, messages: list[Message], library: Library, workspace: Path,
+                  memory: str, room: str, publish: Callable[[Evolution], None]) -> evolve.Outcome:
+    """The pass over one line's messages, logged as an `evolution` event."""
+    out = await evolve.reflect(provider, model, messages, library=library, workspace=workspace, memory=memory,
+                               room=room)
+    log.info("self-improvement pass", status=out.status, proposal=out.proposal, reason=out.reason)
+    publish(Evolution(ts=time.time(), room=room, status=out.status, proposal=out.proposal, reason=out.reason,
+                      seq=out.seq, input_tokens=out.input_tokens, output_tokens=out.output_tokens))
+    return out

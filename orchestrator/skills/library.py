@@ -1,0 +1,186 @@
+"""Where skills come from (X1): the roots in priority order, their trust tier, and the library they make.
+
+A name found under two roots resolves to the higher root; the other copy stays listed as shadowed, and a
+skill the scanner flags stays listed as blocked: `skills list` shows all of them, a model only the loaded.
+"""
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Literal, Mapping
+
+import msgspec
+import structlog
+
+from orchestrator.core.errors import InputError
+from orchestrator.skills.skill import Problem, Skill, read_skill, skill_file
+
+log = structlog.get_logger(__name__)
+
+Tier = Literal["trusted", "untrusted"]
+Status = Literal["loaded", "shadowed", "blocked", "invalid"]
+
+DEFAULT_ORDER = ("project", "user", "home", "shipped")
+# Other tools' folders: read only when named in the config's `roots`, and always as the untrusted tier.
+FOREIGN = {"claude": ".claude/skills", "codex": ".codex/skills"}
+LABELS = (*DEFAULT_ORDER, *FOREIGN)
+
+
+@dataclass(frozen=True)
+class Root:
+    label: str  # project, user, home, shipped, claude, codex, or "custom"
+    path: Path
+    tier: Tier = "trusted"
+
+
+class SkillsConfig(msgspec.Struct, forbid_unknown_fields=True, kw_only=True):
+    """The `[skills]` table of config.toml."""
+
+    # Highest priority first: labels (project, user, home, shipped, claude, codex) or folder paths.
+    roots: list[str] = msgspec.field(default_factory=lambda: list(DEFAULT_ORDER))
+    untrusted: list[str] = []  # folder paths (or labels) read as the untrusted tier
+
+
+def parse_config(raw: Mapping[str, Any], where: str) -> SkillsConfig:
+    try:
+        config = msgspec.convert(dict(raw), SkillsConfig)
+    except msgspec.ValidationError as exc:
+        raise InputError(f"{where}: [skills]: {exc}") from None
+    for entry in config.roots:
+        if entry not in LABELS and not os.path.isabs(os.path.expanduser(entry)):
+            raise InputError(f"{where}: [skills] roots: {entry!r} is neither a root name "
+                             f"({', '.join(LABELS)}) nor an absolute folder path")
+    return config
+
+
+def _git_top(start: Path) -> Path | None:
+    for folder in (start, *start.parents):
+        if (folder / ".git").exists():
+            return folder
+    return None
+
+
+def project_folders(workspace: Path) -> list[Path]:
+    """`.agents/skills` in the workspace and each parent up to the repository root, nearest first."""
+    workspace = workspace.resolve()
+    top = _git_top(workspace)
+    chain = [workspace] if top is None else [f for f in (workspace, *workspace.parents) if f.is_relative_to(top)]
+    return [f / ".agents" / "skills" for f in chain]
+
+
+def roots(workspace: Path, config: SkillsConfig = SkillsConfig(), env: Mapping[str, str] | None = None,
+          *, shipped: Path | None = None) -> list[Root]:
+    """The folders to read, highest priority first."""
+    env = os.environ if env is None else env
+    home = Path(env.get("HOME") or Path.home())
+    config_home = Path(env["XDG_CONFIG_HOME"]) if env.get("XDG_CONFIG_HOME") else home / ".config"
+    untrusted = {os.path.realpath(os.path.expanduser(u)) if u not in LABELS else u for u in config.untrusted}
+    out: list[Root] = []
+    for entry in config.roots:
+        if entry == "project":
+            found = [Root("project", p) for p in project_folders(workspace)]
+        elif entry == "user":
+            found = [Root("user", config_home / "orchestrator" / "skills")]
+        elif entry == "home":
+            found = [Root("home", home / ".agents" / "skills")]
+        elif entry == "shipped":
+            found = [Root("shipped", shipped)] if shipped else []
+        elif entry in FOREIGN:
+            found = [Root(entry, home / FOREIGN[entry], "untrusted")]
+        else:
+            found = [Root("custom", Path(os.path.expanduser(entry)))]
+        for root in found:
+            if root.label in untrusted or os.path.realpath(root.path) in untrusted:
+                root = Root(root.label, root.path, "untrusted")
+            out.append(root)
+    return out
+
+
+class Entry(msgspec.Struct, kw_only=True):
+    """One skill folder as `skills list` shows it."""
+
+    name: str  # the skill's name, or the folder's when it cannot be read
+    folder: str
+    root: str
+    tier: Tier
+    status: Status
+    reason: str = ""  # why it is shadowed, blocked or invalid
+    skill: Skill | None = None
+
+
+@dataclass
+class Library:
+    """Every skill found, and the loaded ones by name (each the highest-priority readable copy)."""
+
+    entries: list[Entry] = field(default_factory=list)
+    skills: dict[str, Skill] = field(default_factory=dict)
+    tiers: dict[str, Tier] = field(default_factory=dict)
+    roots: dict[str, str] = field(default_factory=dict)  # name -> root label
+
+    def get(self, name: str) -> Skill | None:
+        return self.skills.get(name)
+
+    def entry(self, name: str) -> Entry | None:
+        return next((e for e in self.entries if e.name == name and e.status != "shadowed"), None)
+
+    def trusted(self, name: str) -> bool:
+        return self.tiers.get(name) == "trusted"
+
+
+def stand_in_roots(workspace: Path, folders: Mapping[str, Path], *, shipped: Path | None = None) -> list[Root]:
+    """The project's roots, then folders standing in for the other labels (a scenario's `skill_roots`),
+    in the default order; foreign labels are the untrusted tier as always."""
+    out = [Root("project", p) for p in project_folders(workspace)]
+    out += [Root(label, folders[label], "untrusted" if label in FOREIGN else "trusted")
+            for label in LABELS if label in folders and label != "project"]
+    if shipped is not None and "shipped" not in folders:
+        out.append(Root("shipped", shipped))
+    return out
+
+
+def discover(search: list[Root]) -> Library:
+    """Read every skill folder under `search` (blocking: call it through a thread from trio code)."""
+    lib = Library()
+    taken: dict[str, Entry] = {}
+    for root in search:
+        try:
+            children = sorted(p for p in root.path.iterdir() if not p.name.startswith("."))
+        except OSError:
+            continue  # a root that does not exist is simply empty
+        for folder in children:
+            if not folder.is_dir() or skill_file(folder) is None:
+                continue
+            skill, problems = read_skill(folder)
+            entry = _entry(folder, root, skill, problems)
+            if entry.status == "invalid":
+                lib.entries.append(entry)
+                continue
+            if (winner := taken.get(entry.name)) is not None:
+                entry.status, entry.reason = "shadowed", f"shadowed by {winner.folder} ({winner.root})"
+                log.info("skill shadowed", skill=entry.name, kept=winner.folder, shadowed=entry.folder)
+                lib.entries.append(entry)
+                continue
+            taken[entry.name] = entry
+            lib.entries.append(entry)
+            if entry.status == "blocked":
+                log.info("skill blocked", skill=entry.name, folder=entry.folder, reason=entry.reason)
+                continue
+            assert skill is not None
+            lib.skills[skill.name] = skill
+            lib.tiers[skill.name] = root.tier
+            lib.roots[skill.name] = root.label
+    return lib
+
+
+def _entry(folder: Path, root: Root, skill: Skill | None, problems: list[Problem]) -> Entry:
+    base = dict(folder=str(folder), root=root.label, tier=root.tier)
+    if skill is None:
+        first = next(p for p in problems if p.severity == "error")
+        return Entry(name=folder.name, status="invalid", reason=f"{first.file.name}:{first.line}: {first.message}",
+                     **base)
+    blocked = [p for p in problems if p.severity == "blocked"]
+    if blocked:
+        why = "; ".join(p.message.removesuffix("; the skill is not loaded") for p in blocked)
+        return Entry(name=skill.name, status="blocked", reason=why, **base)
+    return Entry(name=skill.name, status="loaded", skill=skill, **base)
