@@ -53,7 +53,7 @@ def _current(raw: str, f: Opened) -> tuple[bytes, ReadState]:
         raise ToolError(f"{raw}: {f.st.st_size} bytes is larger than {MAX_FILE_BYTES >> 20} MiB; "
                         f"use grep_files to find the part you need")
     data = read_fd(raw, f.fd, MAX_FILE_BYTES)
-    if not still_single(f.folder, f.name, f.fd):
+    if not still_single(f.folder, f.name, f.fd, f.st):
         raise ToolError(f"{raw}: changed while being read (renamed, replaced or given another name); try again")
     return data, _state(data, f.st)
 

@@ -274,24 +274,31 @@ def open_entry(folder: int, name: str) -> tuple[int, os.stat_result] | None:
     except OSError:
         return None
     st = os.fstat(fd)
-    if (st.st_dev, st.st_ino) != (before.st_dev, before.st_ino) or st.st_nlink != 1:
+    if _identity(st) != _identity(before) or st.st_nlink != 1:
         os.close(fd)
         return None
     return fd, st
 
 
-def still_single(folder: int, name: str, fd: int) -> bool:
-    """After reading through `fd`: does `name` still name that very file, and is it its only name?
+def _identity(st: os.stat_result) -> tuple[int, int, int, int]:
+    """Which file, of what type, and its inode change time: every link, unlink, rename or write of the
+    file moves ctime (at nanosecond grain once someone has looked at it, as the checks here do)."""
+    return st.st_dev, st.st_ino, stat.S_IFMT(st.st_mode), st.st_ctime_ns
 
-    One look at a link count can race an unlink (the name is found, then dropped before the count is
-    read), so the checks before and right after opening can each be fooled once; a leak would now need
-    the swap to win a third time, after the read (seen once in 10,000 tries on a loaded machine before)."""
+
+def still_single(folder: int, name: str, fd: int, opened: os.stat_result) -> bool:
+    """After reading through `fd`: does `name` still name that very file, unchanged since it was opened,
+    as its only name?
+
+    A look at a link count can race an unlink (the name is found, then dropped before the count is
+    read), so counts alone can be fooled; a hard link swapped in and out again also moves the file's
+    ctime, which these checks compare from the look before opening to this one after the read."""
     try:
         now = os.stat(name, dir_fd=folder, follow_symlinks=False)
     except OSError:
         return False
     st = os.fstat(fd)
-    return (now.st_dev, now.st_ino) == (st.st_dev, st.st_ino) and now.st_nlink == 1 and st.st_nlink == 1
+    return _identity(now) == _identity(st) == _identity(opened) and now.st_nlink == st.st_nlink == 1
 
 
 @dataclass
@@ -352,8 +359,7 @@ def open_checked(session: ToolSession, raw: str, mode: Mode) -> Iterator[Opened]
             except OSError as exc:
                 raise _os_error(raw, exc, folder, path.name) from None
             st = os.fstat(fd)
-            if (st.st_dev, st.st_ino, stat.S_IFMT(st.st_mode)) != (before.st_dev, before.st_ino, stat.S_IFMT(kind)) \
-                    or st.st_nlink == 0:  # replaced or deleted since the check
+            if _identity(st) != _identity(before) or st.st_nlink == 0:  # replaced, relinked or deleted since
                 raise ToolError(f"{raw}: changed while being opened; try again")
             if stat.S_ISREG(st.st_mode) and st.st_nlink > 1:
                 raise _hard_links(raw, st)

@@ -234,7 +234,7 @@ def _grep(session: ToolSession, args: GrepArgs) -> str:
     with open_checked(session, args.path, "any") as top:
         if stat.S_ISREG(top.st.st_mode):
             data = read_fd(args.path, top.fd, GREP_FILE_BYTES)
-            if not still_single(top.folder, top.name, top.fd):
+            if not still_single(top.folder, top.name, top.fd, top.st):
                 raise ToolError(f"{args.path}: changed while being read (renamed, replaced or given another name); "
                                 "try again")
             grep.file(shown(session, top.path), data)
@@ -250,7 +250,7 @@ def _grep(session: ToolSession, args: GrepArgs) -> str:
                     continue
                 try:
                     data = read_fd(name, opened[0], GREP_FILE_BYTES)
-                    if not still_single(fd, name, opened[0]):  # swapped while being read: as if skipped
+                    if not still_single(fd, name, opened[0], opened[1]):  # swapped while being read: as if skipped
                         raise ToolError(name)
                 except ToolError:  # it grew past the cap, or changed, while being read
                     grep.skipped += 1
