@@ -70,7 +70,6 @@ function onMessage(ev) {
     return;
   }
   addLine(messageNode(ev));
-  if (ev.visible_to.includes($("agent").value)) agentViewSoon();
 }
 
 function onDelta(ev) {
@@ -141,6 +140,7 @@ async function refreshState() {
     const chosen = pick.value;
     pick.replaceChildren(...names.map((n) => el("option", "", n)));
     if (names.includes(chosen)) pick.value = chosen;
+    if (pick.value !== chosen) agentViewSoon();
   }
 }
 
@@ -335,10 +335,12 @@ function handle(ev) {
     case "turn": case "done": stateSoon(); break;
   }
   onTimeline(ev);
+  const viewed = $("agent").value;  // the agent view follows what lands in that agent's partition
+  if (ev.type === "message" && ev.visible_to.includes(viewed)) agentViewSoon();
 }
 
 const events = new EventSource(`/rooms/${ROOM}/events`);
 events.onmessage = (e) => handle(JSON.parse(e.data));
 events.onopen = () => { $("link").textContent = "live"; $("link").classList.remove("down"); refreshState(); };
 events.onerror = () => { $("link").textContent = "reconnecting…"; $("link").classList.add("down"); };
-refreshState().then(showAgent);
+refreshState();
