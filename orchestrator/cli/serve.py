@@ -57,7 +57,7 @@ async def cmd_serve(args: argparse.Namespace) -> int:
         from orchestrator.web.host import Host
     except ImportError as exc:
         raise InputError(f"`orchestrator serve` needs the web extra ({exc.name} is missing): {EXTRA}") from None
-    sock = _listen(args.host, args.port)
+    sock = listen(args.host, args.port)
     async with AsyncExitStack() as stack:
         stack.callback(sock.close)
         db = Path(args.db)
@@ -76,7 +76,7 @@ async def cmd_serve(args: argparse.Namespace) -> int:
         config.loglevel = "WARNING"
         config.graceful_timeout = 1.0
         async with trio.open_nursery() as nursery:
-            host = Host(store, _models(args, setup), nursery)
+            host = Host(store, room_models(args, setup), nursery)
             nursery.start_soon(serve, build_app(host, token), config)
             with trio.open_signal_receiver(signal.SIGINT, signal.SIGTERM) as signals:
                 async for _ in signals:
@@ -86,7 +86,7 @@ async def cmd_serve(args: argparse.Namespace) -> int:
     return 0
 
 
-def _models(args: argparse.Namespace, setup: Setup) -> Any:
+def room_models(args: argparse.Namespace, setup: Setup) -> Any:
     from orchestrator.web.host import Models
 
     def resolver():
@@ -105,7 +105,7 @@ def _models(args: argparse.Namespace, setup: Setup) -> Any:
                   workspace=setup.workspace, mcp=setup.mcp)
 
 
-def _listen(host: str, port: int) -> socket.socket:
+def listen(host: str, port: int) -> socket.socket:
     """Bound and listening before anything prints, so the address printed is the one that works."""
     try:
         infos = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM)
