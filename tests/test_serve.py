@@ -268,3 +268,33 @@ async def test_rooms_of_the_store_are_hosted_after_a_restart(tmp_path):
             assert all(f.key > last.key for f in resumed.frames)
         finally:
             assert server.stop() == 0
+
+
+def test_a_busy_port_is_bad_input_in_one_line(tmp_path):
+    import socket
+    import subprocess
+    import sys
+
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        port = taken.getsockname()[1]
+        out = subprocess.run([sys.executable, "-m", "orchestrator", "serve", "--db", str(tmp_path / "x.db"),
+                              "--port", str(port), "--scripted", FLAGSHIP], cwd=ROOT, capture_output=True,
+                             text=True, timeout=60)
+    assert out.returncode == 2 and out.stdout == ""
+    assert out.stderr.strip() == (f"error: cannot listen on 127.0.0.1:{port}: Address already in use (another "
+                                  "server is there: pick one with --port, or --port 0 for any)")
+
+
+def test_an_address_beyond_this_machine_is_warned_about(capsys, tmp_path):
+    from argparse import Namespace
+
+    from orchestrator.cli.serve import _announce
+
+    for host, warned in (("127.0.0.1", False), ("::1", False), ("localhost", False), ("0.0.0.0", True),
+                         ("192.0.2.7", True)):
+        _announce(Namespace(json=True, host=host, db=tmp_path / "x.db"), "http://h/?token=t", "t")
+        out, err = capsys.readouterr()
+        assert msgspec.json.decode(out) == {"url": "http://h/?token=t", "token": "t"}
+        assert ("warning: serving on " in err) == warned, host

@@ -112,7 +112,7 @@ def test_a_room_at_work_in_the_browser(page, server):
     bars = open_task_bars(page)
     assert sorted(b["agent"] for b in bars) == ["researcher", "reviewer", "worker"]
     assert max(b["left"] for b in bars) < min(b["right"] for b in bars), f"the bars do not overlap: {bars}"
-    assert page.locator("#ledger tbody tr.status-running").count() == 3
+    page.wait_for_function("document.querySelectorAll('#ledger tbody tr.status-running').length === 3")
     assert page.locator("#lanes .lane[data-agent='researcher'] .tick").count() == 0  # it has not read yet
     page.wait_for_selector("#agent-view[data-agent='commander'] .block.call:has-text('dispatch_to')")
     shot(page, "1-parallel-dispatch")
@@ -124,7 +124,7 @@ def test_a_room_at_work_in_the_browser(page, server):
     assert page.locator(".msg.streaming").count() == 0  # every stream ended in its message
     assert page.locator("#lanes .lane[data-agent='researcher'] .tick").count() == 1  # read_file
     assert page.locator("#lanes .lane[data-agent='reviewer'] .tick").count() == 2
-    assert page.locator("#ledger tbody tr.status-done").count() == 3
+    page.wait_for_function("document.querySelectorAll('#ledger tbody tr.status-done').length === 3")
     shot(page, "2-answered")
 
     # The researcher's view: its own task and reads, never the reviewer's task.
@@ -156,7 +156,7 @@ def test_stop_during_slow_work(page, server):
     page.click("#stop")
     page.wait_for_selector(".note.stopped:has-text('stopped from the web page')")
     page.wait_for_function("document.querySelectorAll('#ledger tbody tr.status-cancelled').length === 3")
-    assert page.locator("#lanes .bar.open").count() == 0
+    page.wait_for_function("document.querySelectorAll('#lanes .bar.open').length === 0")  # drawn next frame
     assert page.locator("#lanes .bar.task.cancelled").count() == 3
     assert "Here is what the team found" not in transcript(page)
     page.wait_for_selector("#busy:text('idle')")
@@ -167,3 +167,28 @@ def test_stop_during_slow_work(page, server):
     page.press("#line", "Enter")
     page.wait_for_selector(".msg[data-author='user'] .text:has-text('just summarize')")
     page.wait_for_selector(".msg[data-author='commander'] .text:has-text('Here is what the team found')")
+
+
+def test_a_question_is_answered_from_the_page(browser, tmp_path):
+    server = start_server(tmp_path, "--scripted", str(ROOT / "scenarios" / "risky-confirmed.yaml"),
+                          "--workspace", str(tmp_path / "ws"))
+    context = browser.new_context(viewport={"width": 1400, "height": 900})
+    try:
+        page = context.new_page()
+        page.set_default_timeout(20_000)
+        page.goto(server.url)
+        open_new_room(page, "browser question")
+        page.fill("#line", "Clean up the data folder.")
+        page.press("#line", "Enter")
+        question = page.wait_for_selector(".question")
+        assert "commander asks" in question.inner_text() and "rm -rf data" in question.inner_text()
+        assert (tmp_path / "ws" / "data" / "old.csv").exists()  # nothing runs before the answer
+        shot(page, "5-question")
+        page.click(".question .answer-once")
+        page.wait_for_selector(".msg.kind-notice:has-text(\"answered 'once'\")")
+        page.wait_for_selector(".msg[data-author='commander'] .text:has-text('Deleted the data folder')")
+        assert page.locator(".question").count() == 0
+        assert not (tmp_path / "ws" / "data").exists()
+    finally:
+        context.close()
+        assert server.stop() == 0
