@@ -183,6 +183,8 @@ def test_a_question_is_answered_from_the_page(browser, tmp_path):
         question = page.wait_for_selector(".question")
         assert "commander asks" in question.inner_text() and "rm -rf data" in question.inner_text()
         assert (tmp_path / "ws" / "data" / "old.csv").exists()  # nothing runs before the answer
+        page.wait_for_selector("#busy:text('working')")
+        page.wait_for_selector("#agent-view[data-agent='commander'] .block.call:has-text('rm -rf data')")
         shot(page, "5-question")
         page.click(".question .answer-once")
         page.wait_for_selector(".msg.kind-notice:has-text(\"answered 'once'\")")

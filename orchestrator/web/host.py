@@ -82,6 +82,8 @@ class Host:
 
     async def get(self, ref: str) -> Hosted:
         """The running room `ref` (an id, a unique prefix or a name), opened now if need be."""
+        if (hosted := self._hosted.get(ref)) is not None:  # what pages ask for: no trip to the store
+            return hosted
         record = await self.store.room(ref)
         if record is None:
             raise InputError(f"no room {ref!r} in this database")
@@ -98,9 +100,6 @@ class Host:
                 del self._opening[record.id]
                 done.set()
         return self._hosted[record.id]
-
-    def get_open(self, room_id: str) -> Hosted | None:
-        return self._hosted.get(room_id)
 
     async def _keep(self, enter: Callable[[], AbstractAsyncContextManager[Room]],
                     task_status=trio.TASK_STATUS_IGNORED) -> None:

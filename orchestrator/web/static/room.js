@@ -323,7 +323,7 @@ function handle(ev) {
     case "text_delta": onDelta(ev); break;
     case "state": $("floor").textContent = ev.floor; note(`${ev.floor} has the floor`, "dim"); break;
     case "task": stateSoon(); break;
-    case "confirm": questions.set(ev.request_id, ev); renderQuestions(); break;
+    case "confirm": questions.set(ev.request_id, ev); renderQuestions(); stateSoon(); break;
     case "cancelled":
       for (const [agent, node] of streams) { node.classList.add("cut"); streams.delete(agent); }
       note(`■ stopped: ${ev.reason}`, "stopped");
