@@ -75,16 +75,35 @@ def scenario(lines: int, delay: float) -> str:
 
 
 async def server_main(args: argparse.Namespace) -> None:
+    # A B B A A B ...: a drift of the shared machine over the run weighs on both kinds alike.
+    kinds = ["none", args.tabs]
+    rounds = [kinds[k] for k in kinds_of(2 * args.rounds)]
+    results = []
+    for n, tabs in enumerate(rounds):
+        results.append(await one_server(args, tabs, n))
+        r = results[-1]
+        print(f"round {n + 1}/{len(rounds)} tabs={tabs:<7} median {r['median']:.3f}s p90 {r['p90']:.3f}s  "
+              f"server CPU {r['cpu']:.2f}s  events seen by tabs: {r['seen']}", flush=True)
+    report(results, args)
+
+
+def kinds_of(n: int) -> list[int]:
+    """0 = without tabs, 1 = with, in the order A B B A A B B A ..."""
+    return [(i + i // 2) % 2 for i in range(n)]
+
+
+async def one_server(args: argparse.Namespace, tabs: str, n: int) -> dict:
+    """One round on a server of its own (fresh store, host and rooms), so rounds do not inherit
+    the rooms, the heap or the database of the rounds before them."""
     from hypercorn.config import Config
     from hypercorn.trio import serve
 
-    from orchestrator.cli.serve import listen, room_models
     from orchestrator.cli.chat.command import load_setup
+    from orchestrator.cli.serve import listen, room_models
     from orchestrator.store.db import Store
     from orchestrator.web.app import build_app
     from orchestrator.web.host import Host
 
-    rounds = ["none", args.tabs] * args.rounds
     with tempfile.TemporaryDirectory(prefix="serve-bench-") as tmp:
         script = Path(tmp) / "bench.yaml"
         script.write_text(scenario(args.lines, args.delay))
@@ -100,17 +119,12 @@ async def server_main(args: argparse.Namespace) -> None:
             config = Config()
             config.bind = [f"fd://{sock.detach()}"]
             config.loglevel = "WARNING"
-            results = []
             async with trio.open_nursery() as nursery:
                 host = Host(store, room_models(setup_args, setup), nursery)
                 nursery.start_soon(serve, build_app(host, token), config)
-                for n, tabs in enumerate(rounds):
-                    results.append(await one_round(host, base, token, tabs, args, n))
-                    r = results[-1]
-                    print(f"round {n + 1}/{len(rounds)} tabs={tabs:<7} median {r['median']:.3f}s "
-                          f"p90 {r['p90']:.3f}s  server CPU {r['cpu']:.2f}s  events seen by tabs: {r['seen']}", flush=True)
+                result = await one_round(host, base, token, tabs, args, n)
                 nursery.cancel_scope.cancel()
-    report(results, args)
+    return result
 
 
 async def one_round(host, base: str, token: str, tabs: str, args: argparse.Namespace, n: int) -> dict:
@@ -152,7 +166,8 @@ async def one_round(host, base: str, token: str, tabs: str, args: argparse.Names
 
 
 def report(results: list[dict], args: argparse.Namespace) -> None:
-    base, tabs = results[0::2], results[1::2]  # with --tabs none: an A/A run, the noise floor
+    base = [r for r, k in zip(results, kinds_of(len(results))) if k == 0]
+    tabs = [r for r, k in zip(results, kinds_of(len(results))) if k == 1]  # --tabs none: an A/A run
     rooms = len(base[0]["per_room"])
     # Per room: its median over the rounds of each kind, then the ratio with tabs / without.
     per_a = [statistics.median(r["per_room"][i] for r in base) for i in range(rooms)]
