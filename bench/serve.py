@@ -150,18 +150,19 @@ async def one_round(host, base: str, token: str, tabs: str, args: argparse.Names
         for i, room in enumerate(rooms):
             nursery.start_soon(work, i, room)
     wall, cpu = time.perf_counter() - started, time.process_time() - cpu
-    seen = 0
+    seen, watcher_cpu = 0, 0.0
     if watcher is not None:
         watcher.stdin.close()
         out = await trio.to_thread.run_sync(watcher.stdout.read)
         watcher.wait()
         watcher.stdout.close()
-        seen = json.loads(out.strip().splitlines()[-1])["events"]
+        last = json.loads(out.strip().splitlines()[-1])
+        seen, watcher_cpu = last["events"], last["cpu"]
     for room in rooms:  # every line got its full answer
         assert not room.busy and len(room.ledger.tasks) == 2 * args.lines, room.ledger.tasks
     flat = sorted(x for xs in latencies.values() for x in xs)
     return {"tabs": tabs, "per_room": [statistics.median(latencies[i]) for i in range(len(rooms))],
-            "median": statistics.median(flat), "p90": flat[int(0.9 * (len(flat) - 1))], "wall": wall, "cpu": cpu,
+            "median": statistics.median(flat), "p90": flat[int(0.9 * (len(flat) - 1))], "wall": wall, "cpu": cpu, "watcher_cpu": watcher_cpu,
             "seen": seen}
 
 
@@ -192,7 +193,9 @@ def report(results: list[dict], args: argparse.Namespace) -> None:
     print(f"- per room (median over rounds), with tabs / without: min {ratios[0]:.3f}, "
           f"median {statistics.median(ratios):.3f}, max {ratios[-1]:.3f}; "
           f"rooms over 1.10: {sum(r > 1.10 for r in ratios)} of {rooms}")
-    print(f"- events the tabs read per round: {', '.join(str(r['seen']) for r in tabs)}")
+    seen = ", ".join(str(r["seen"]) for r in tabs)
+    cpu = ", ".join(f"{r['watcher_cpu']:.2f}" for r in tabs)
+    print(f"- events the tabs read per round: {seen}; the tabs' own process used {cpu} s of CPU (same 2 cores)")
 
 
 # --- the tabs, in their own process ---------------------------------------------------------------
@@ -224,7 +227,7 @@ def watch_sse(base: str, token: str, rooms: list[str]) -> None:
             nursery.cancel_scope.cancel()
 
     trio.run(main)
-    print(json.dumps({"events": sum(counts.values())}), flush=True)
+    print(json.dumps({"events": sum(counts.values()), "cpu": time.process_time()}), flush=True)
 
 
 def watch_browser(base: str, token: str, rooms: list[str]) -> None:
@@ -243,7 +246,8 @@ def watch_browser(base: str, token: str, rooms: list[str]) -> None:
         sys.stdin.read()
         seen = sum(page.locator("#transcript .msg").count() for page in pages)
         browser.close()
-    print(json.dumps({"events": seen}), flush=True)  # messages on screen, for the browser
+    # messages on screen; the CPU is Playwright's driver only (chromium's processes are not counted)
+    print(json.dumps({"events": seen, "cpu": time.process_time()}), flush=True)
 
 
 def main() -> None:
