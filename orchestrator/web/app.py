@@ -30,6 +30,7 @@ from orchestrator.web.host import Host
 HERE = Path(__file__).parent
 COOKIE = "orchestrator_token"
 PING_SECONDS = 15.0
+FLUSH_SECONDS = 0.1  # a subscriber gets at most ~10 writes a second: live to the eye, cheap for the room
 MAX_LINE = 100_000  # characters in one posted line
 ANSWERS = ("once", "run", "deny")
 
@@ -47,7 +48,7 @@ class Reply(msgspec.Struct):
     request_id: str | None = None
 
 
-def build_app(host: Host, token: str, *, ping: float = PING_SECONDS) -> Starlette:
+def build_app(host: Host, token: str, *, ping: float = PING_SECONDS, flush: float = FLUSH_SECONDS) -> Starlette:
     templates = Jinja2Templates(directory=str(HERE / "templates"))
 
     def authorized(request: Request) -> bool:
@@ -144,8 +145,10 @@ def build_app(host: Host, token: str, *, ping: float = PING_SECONDS) -> Starlett
                     if idle.cancelled_caught:
                         yield b": ping\n\n"
                         continue
+                    if flush:  # let a burst gather (a turn's deltas, calls, messages): one write for it
+                        await trio.sleep(flush)
                     try:  # what queued meanwhile goes out in the same write: busy rooms cost fewer sends
-                        while len(batch) < 256:
+                        while len(batch) < 1024:
                             batch.append(sub.receive.receive_nowait())
                     except (trio.WouldBlock, trio.EndOfChannel):
                         pass

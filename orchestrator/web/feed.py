@@ -55,7 +55,7 @@ class Feed:
     def __init__(self, base_seq: int, journal: int = JOURNAL, buffer: int = BUFFER):
         self._base = base_seq
         self._seq, self._k = base_seq, 0
-        self._journal: deque[tuple[Key, bytes]] = deque(maxlen=journal)
+        self._journal: deque[tuple[Key, bytes | Event]] = deque(maxlen=journal)  # an Event until encoded
         self._reaches: Key = (base_seq, 0)  # every event after this key is in the journal
         self._buffer = buffer
         self._subscribers: set[trio.MemorySendChannel] = set()
@@ -68,9 +68,12 @@ class Feed:
         else:
             self._k += 1
         key = (self._seq, self._k)
-        entry = (key, frame(key, ev))
         if len(self._journal) == self._journal.maxlen:
             self._reaches = self._journal[0][0]
+        if not self._subscribers:  # nobody watches: encoded only if someone resumes from here
+            self._journal.append((key, ev))
+            return
+        entry = (key, frame(key, ev))
         self._journal.append(entry)
         for send in list(self._subscribers):
             try:
@@ -89,8 +92,14 @@ class Feed:
         send, receive = trio.open_memory_channel(self._buffer)
         self._subscribers.add(send)
         if after is not None and after >= self._reaches and (after[0] > self._base or after[1] == 0):
-            return Subscription(receive, [e for e in self._journal if e[0] > after], None, send)
-        return Subscription(receive, list(self._journal), after[0] if after else 0, send)
+            return Subscription(receive, self._frames(after), None, send)
+        return Subscription(receive, self._frames((-1, 0)), after[0] if after else 0, send)
+
+    def _frames(self, after: Key) -> list[tuple[Key, bytes]]:
+        """The journal after `after`, encoded (and kept encoded for the next reader)."""
+        encoded = [(key, item if isinstance(item, bytes) else frame(key, item)) for key, item in self._journal]
+        self._journal = deque(encoded, maxlen=self._journal.maxlen)
+        return [e for e in encoded if e[0] > after]
 
     def unsubscribe(self, sub: Subscription) -> None:
         self._subscribers.discard(sub._send)
