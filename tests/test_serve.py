@@ -298,3 +298,15 @@ def test_an_address_beyond_this_machine_is_warned_about(capsys, tmp_path):
         out, err = capsys.readouterr()
         assert msgspec.json.decode(out) == {"url": "http://h/?token=t", "token": "t"}
         assert ("warning: serving on " in err) == warned, host
+
+
+def test_without_the_extra_serve_says_what_to_install(tmp_path):
+    import subprocess
+    import sys
+
+    code = ("import sys; sys.modules['hypercorn'] = None; from orchestrator.cli.main import main; "
+            f"sys.exit(main(['serve', '--db', {str(tmp_path / 'x.db')!r}]))")
+    out = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, timeout=60)
+    assert out.returncode == 2
+    assert out.stderr.strip() == ("error: `orchestrator serve` needs the web extra (hypercorn is missing): "
+                                  "pip install 'groupchat-orchestrator[serve]'")

@@ -56,7 +56,8 @@ async def cmd_serve(args: argparse.Namespace) -> int:
         from orchestrator.web.app import build_app
         from orchestrator.web.host import Host
     except ImportError as exc:
-        raise InputError(f"`orchestrator serve` needs the web extra ({exc.name} is missing): {EXTRA}") from None
+        missing = (exc.name or "a module").split(".")[0]
+        raise InputError(f"`orchestrator serve` needs the web extra ({missing} is missing): {EXTRA}") from None
     sock = listen(args.host, args.port)
     async with AsyncExitStack() as stack:
         stack.callback(sock.close)
