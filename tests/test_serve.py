@@ -71,6 +71,10 @@ async def test_every_event_is_streamed_with_its_seq_and_two_subscribers_agree(fl
             end = said("tutor", "both names point at one dict")
             await a.until(end)
             await b.until(end)
+        async with subscribe(client, flagship, room) as rc:  # a page opened afterwards replays the same
+            c = Stream(rc)
+            for _ in a.frames:
+                await c.next()
         store = await Store.open(flagship.db)
         try:
             stored = await store.messages(room)
@@ -79,6 +83,7 @@ async def test_every_event_is_streamed_with_its_seq_and_two_subscribers_agree(fl
 
     assert [f.id for f in a.frames] == [f.id for f in b.frames]
     assert [f.event for f in a.frames] == [f.event for f in b.frames]
+    assert [(f.id, f.event) for f in c.frames] == [(f.id, f.event) for f in a.frames]
     check_numbering(a.frames)
     messages = [f.event for f in a.frames if f.event["type"] == "message"]
     assert messages[0]["seq"] == line["seq"] == 1 and messages[0]["id"] == line["id"]

@@ -140,6 +140,13 @@ def test_a_room_at_work_in_the_browser(page, server):
     page.wait_for_selector("#agent-view[data-agent='researcher']")
     shot(page, "3-researcher-view")
 
+    # A reload replays the room: the transcript and, from this process's journal, the timeline.
+    page.reload()
+    page.wait_for_selector(".msg[data-author='tutor'] .text:has-text('both names point at one dict')")
+    page.wait_for_function("document.querySelectorAll('#lanes .bar.task.done').length === 3")
+    # commander, researcher, reviewer, worker, tutor: one turn each, all ended
+    assert page.locator("#lanes .bar.turn").count() == page.locator("#lanes .bar.turn.done").count() == 5
+
     # Interjecting while the tutor holds the floor goes to the tutor.
     page.fill("#line", "So I should copy it first?")
     page.press("#line", "Enter")

@@ -128,8 +128,11 @@ def build_app(host: Host, token: str, *, ping: float = PING_SECONDS, flush: floa
             try:
                 yield b"retry: 1000\n\n"
                 last: Key = after or (-1, 0)
-                if sub.from_store is not None:
+                if sub.from_store is not None:  # older than the journal: the stored messages, then all of it
+                    last = (sub.from_store, 0)
                     for msg in await store.messages(hosted.room.id, after=sub.from_store):
+                        if msg.seq > sub.upto:
+                            break
                         last = (msg.seq, 0)
                         yield frame(last, message_event(msg))
                 for key, data in sub.backlog:

@@ -44,7 +44,8 @@ class Subscription:
 
     receive: trio.MemoryReceiveChannel
     backlog: list[tuple[Key, bytes]]  # journal entries after its point
-    from_store: int | None  # read stored messages after this seq first (the journal does not reach back)
+    from_store: int | None  # first the stored messages after this seq (the journal does not reach back)...
+    upto: int  # ...up to this one: the journal holds every later message, with the events between them
     _send: trio.MemorySendChannel = field(repr=False)
 
     def close(self) -> None:
@@ -92,8 +93,8 @@ class Feed:
         send, receive = trio.open_memory_channel(self._buffer)
         self._subscribers.add(send)
         if after is not None and after >= self._reaches and (after[0] > self._base or after[1] == 0):
-            return Subscription(receive, self._frames(after), None, send)
-        return Subscription(receive, self._frames((-1, 0)), after[0] if after else 0, send)
+            return Subscription(receive, self._frames(after), None, self._reaches[0], send)
+        return Subscription(receive, self._frames((-1, 0)), after[0] if after else 0, self._reaches[0], send)
 
     def _frames(self, after: Key) -> list[tuple[Key, bytes]]:
         """The journal after `after`, encoded (and kept encoded for the next reader)."""
