@@ -16,7 +16,7 @@ from orchestrator.core.events import EVENT_ENCODER, Event, MessageEvent
 
 Key = tuple[int, int]  # (seq of the last message, events since it)
 
-JOURNAL = 20_000  # events kept per room for resuming (text deltas are most of them)
+JOURNAL = 5_000  # events kept per room for resuming and replaying (text deltas are most of them)
 BUFFER = 2_000  # events a subscriber may lag behind before it is dropped
 
 
