@@ -20,7 +20,7 @@ $(DEMO_STAMP): pyproject.toml | $(BIN)/python
 
 $(STAMP): pyproject.toml | $(BIN)/python
 	$(BIN)/python -m pip install --quiet --upgrade pip
-	$(BIN)/python -m pip install --quiet -e '.[dev,docs,vectors,mcp,otel]'
+	$(BIN)/python -m pip install --quiet -e '.[dev,docs,vectors,mcp,otel,serve]'
 	touch $(STAMP) $(DEMO_STAMP)
 
 demo: $(DEMO_STAMP)
@@ -35,7 +35,8 @@ sandbox:
 
 test: $(STAMP) sandbox
 	$(BIN)/lint-imports --no-cache
-	$(BIN)/python -m pytest -q
+	@test -x /usr/bin/chromium || echo "NOTE: /usr/bin/chromium is missing, so the browser tests of \`serve\` are SKIPPED (apt-get install -y chromium)"
+	$(BIN)/python -m pytest -q -rs
 	$(BIN)/orchestrator check scenarios/
 
 # LiteLLM's proxy (about 170 MB of wheels, 2 minutes to install) lives in its own venv: the test starts it

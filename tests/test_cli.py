@@ -26,6 +26,7 @@ CONTRACT = {
     "state": {"floor"},
     "task": {"task_id", "agent", "kind", "status"},
     "cancelled": {"reason"},
+    "turn": {"agent"},
     "done": {"agent", "stop_reason"},
     "error": {"message", "error_class"},
     "check": {"ok", "failures"},

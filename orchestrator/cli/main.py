@@ -1,5 +1,5 @@
-"""The `orchestrator` command: one parser over the command groups (run/check, chat, rooms/show/export,
-kb, memory, tokens, models, mcp, skills), and the one place errors become exit codes.
+"""The `orchestrator` command: one parser over the command groups (run/check, chat, serve,
+rooms/show/export, kb, memory, tokens, models, mcp, skills), and the one place errors become exit codes.
 
 Exit codes: 0 ran and held, 1 an expectation failed, 2 bad input, 3 the run failed. A person
 sees one or two lines per problem; tracebacks only with --debug.
@@ -39,6 +39,7 @@ COMMANDS = {
     "tokens": ("orchestrator.cli.tokens", "add_parser", "estimate the tokens of files, as the engine counts them"),
     "kb": ("orchestrator.cli.kb", "add_parser", "the knowledge base: add, search, list and remove documents"),
     "memory": ("orchestrator.cli.memory", "add_parser", "see and change the saved profile and notes"),
+    "serve": ("orchestrator.cli.serve", "add_parser", "host every room of the store on a web page"),
     "mcp": ("orchestrator.cli.mcp", "add_parser", "MCP: list the configured servers, or serve the team as an "
                                                   "MCP server"),
     "skills": ("orchestrator.cli.skills", "add_parser", "list, show and check skills; review proposed changes"),

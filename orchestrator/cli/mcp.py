@@ -73,11 +73,11 @@ async def cmd_list(args: argparse.Namespace) -> int:
 
 async def cmd_serve(args: argparse.Namespace) -> int:
     _need_sdk()
-    from orchestrator.cli.chat.command import _setup
+    from orchestrator.cli.chat.command import load_setup
     from orchestrator.cli.mcp_serve import serve
 
     args.name, args.resume = None, None
-    return await serve(args, _setup)
+    return await serve(args, load_setup)
 
 
 def add_parser(sub: Any) -> None:

@@ -97,6 +97,12 @@ class Cancelled(Event, tag="cancelled"):
     reason: str
 
 
+class TurnStart(Event, tag="turn"):
+    """An agent's turn began; it ends with its `done` (or an `error`, or the room's `cancelled`)."""
+
+    agent: str
+
+
 class Done(Event, tag="done"):
     agent: str
     stop_reason: str
@@ -140,7 +146,7 @@ class Check(Event, tag="check"):
 
 AnyEvent = Union[
     MessageEvent, TextDeltaEvent, ToolStart, ToolEnd, CallUsage, Compaction, Retry, State, TaskEvent,
-    Cancelled, Done, ErrorEvent, Confirm, Evolution, Check,
+    Cancelled, TurnStart, Done, ErrorEvent, Confirm, Evolution, Check,
 ]
 
 EVENT_ENCODER = msgspec.json.Encoder()

@@ -107,7 +107,7 @@ async def run_turn(agent: Agent, partition: Partition, commit: Commit, meter: Me
             # Read every round: a tool may add tools for the next request (find_tools loads MCP schemas),
             # or take some away (a skill's allowed-tools).
             specs = agent.tools.specs()
-            fixed = agent.system_tokens + agent.tools.spec_tokens()
+            fixed = _fixed_tokens(agent)
             if meter:
                 meter.on_call(agent.name)
             await trio.lowlevel.checkpoint_if_cancelled()  # a stop (or a limit just hit) sends nothing more
@@ -122,10 +122,7 @@ async def run_turn(agent: Agent, partition: Partition, commit: Commit, meter: Me
             attempt, compacted = 0, False
             while True:
                 attempt += 1
-                request = Request(agent=agent.name, model=agent.model, system=agent.system,
-                                  messages=list(fit(partition.view, partition.sizes, agent.request_budget - fixed)),
-                                  tools=specs, max_output_tokens=agent.max_output_tokens, cache_key=agent.cache_key,
-                                  thinking_budget=agent.thinking_budget)
+                request = _request(agent, partition, specs, fixed)
                 sent = fixed + min(partition.tokens, agent.request_budget - fixed)
                 partition.mark_read()
                 asm = Assembler()
@@ -220,6 +217,23 @@ def _done(span: Span, agent: Agent, stop_reason: str, result: str, usage: Usage,
         span.end()
     return Done(ts=time.time(), agent=agent.name, stop_reason=stop_reason, result=result,
                 input_tokens=usage.input, output_tokens=usage.output, cached_tokens=usage.cached, cut=list(cut))
+
+
+def next_request(agent: Agent, partition: Partition) -> Request:
+    """What the agent's model would be sent now: the same request the next turn builds (the agent view)."""
+    return _request(agent, partition, agent.tools.specs(), _fixed_tokens(agent))
+
+
+def _fixed_tokens(agent: Agent) -> int:
+    """What every request spends before the history: the system prompt and the tool schemas."""
+    return agent.system_tokens + agent.tools.spec_tokens()
+
+
+def _request(agent: Agent, partition: Partition, specs: list, fixed: int) -> Request:
+    return Request(agent=agent.name, model=agent.model, system=agent.system,
+                   messages=list(fit(partition.view, partition.sizes, agent.request_budget - fixed)),
+                   tools=specs, max_output_tokens=agent.max_output_tokens, cache_key=agent.cache_key,
+                   thinking_budget=agent.thinking_budget)
 
 
 async def _run_calls(agent: Agent, calls: list[ToolCallBlock], verdicts: list[str],

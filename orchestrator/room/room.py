@@ -16,13 +16,13 @@ import structlog
 import trio
 
 from orchestrator.core.errors import TOO_LONG, InputError, OrchestratorError, ProviderError, TruncatedPromptError
-from orchestrator.core.events import CallUsage, Cancelled, Done, ErrorEvent, Event, ToolEnd
+from orchestrator.core.events import CallUsage, Cancelled, Done, ErrorEvent, Event, ToolEnd, TurnStart
 from orchestrator.core.prompts import render
 from orchestrator.core.retry import RetryPolicy
 from orchestrator.core.tokens import estimate
-from orchestrator.core.types import Draft, Message, TextBlock, ToolCallBlock, ToolResultBlock
+from orchestrator.core.types import Draft, Message, Request, TextBlock, ToolCallBlock, ToolResultBlock
 from orchestrator.engine.partition import Partition
-from orchestrator.engine.runner import CANCELLED, Agent, run_turn
+from orchestrator.engine.runner import CANCELLED, Agent, next_request, run_turn
 from orchestrator.providers.base import Provider
 from orchestrator.providers.catalog import ModelInfo
 from orchestrator.providers.config import load_config
@@ -477,6 +477,7 @@ class Room:
         """
         async with member.lock:
             agent = await self._agent(member)
+            self.bus.publish(TurnStart(ts=time.time(), agent=member.name))
             done: Done | None = None
             spent: list[UsageRow] = []
             try:
@@ -515,6 +516,14 @@ class Room:
         text = render("cut_reply.md.j2", agent=member.name, calls=", ".join(done.cut),
                       model=f"{agent.provider.id}/{agent.model}")
         await self.notice(text, list(dict.fromkeys([USER, COMMANDER, member.name])))
+
+    async def next_request(self, name: str) -> Request:
+        """What `name`'s model would be sent if it spoke now: its system prompt and the messages its
+        partition holds, fitted to its budget, in the form the provider gets them (the agent view)."""
+        member = self.members.get(name)
+        if member is None:
+            raise InputError(f"no member named {name!r} in this room")
+        return next_request(await self._agent(member), member.partition)
 
     def _failed(self, member: Member, message: str, error_class: str) -> TurnFailed:
         self.bus.publish(ErrorEvent(ts=time.time(), message=message, error_class=error_class, agent=member.name))

@@ -45,6 +45,8 @@ class RoomRecord(msgspec.Struct, kw_only=True):
     created: float
     meta: dict = msgspec.field(default_factory=dict)
     messages: int = 0  # message count, filled by rooms()/room()
+    last_seq: int = 0  # the highest seq ever handed out (healing never reuses one)
+    last_ts: float = 0.0  # when the last message was stored: the room's last activity
 
 
 class TaskRecord(msgspec.Struct, kw_only=True):
@@ -156,6 +158,11 @@ class Store:
             return await self._now(_heal, self._db, room_id)
         return await self._run(_heal, self._db, room_id)
 
+    async def messages(self, room_id: str, after: int = 0) -> list[Message]:
+        """The stored history after `seq` as it is, without healing: for readers of a room that is
+        running (healing a live room would answer tool calls that are still at work)."""
+        return await self._run(_messages, self._db, room_id, after)
+
     async def call(self, fn: Callable[..., T], *args: Any, small: bool = False) -> T:
         """Run `fn(db, *args)` on the store's connection, in its thread, one at a time; `small` (a read or
         write bounded by a cap, such as the memory) runs on the event loop instead, like an append.
@@ -263,8 +270,8 @@ def _row(m: Message) -> dict:
         "blocks": _json(m.blocks), "visible_to": _json(m.visible_to), "replaces": _json(m.replaces)}
 
 
-def _messages(db: sqlite_utils.Database, room_id: str) -> list[Message]:
-    rows = db.query("SELECT * FROM messages WHERE room = ? ORDER BY seq", [room_id])
+def _messages(db: sqlite_utils.Database, room_id: str, after: int = 0) -> list[Message]:
+    rows = db.query("SELECT * FROM messages WHERE room = ? AND seq > ? ORDER BY seq", [room_id, after])
     return [Message(**r | {"blocks": BLOCK_DECODER.decode(r["blocks"]),
                            "visible_to": _STRINGS.decode(r["visible_to"]),
                            "replaces": _STRINGS.decode(r["replaces"])}) for r in rows]

@@ -132,11 +132,14 @@ class Setup:
     mcp: Any = None  # the process's MCP hub: servers start at first use and outlive rooms
     # (provider, model) -> the catalog's prices, for /usage; config overrides when a registry is loaded
     prices: Callable[[str, str], Any] = field(default_factory=lambda: Catalog().price)
+    replay: Callable[[], Any] | None = None  # a fresh ScriptedProvider of the same script (one per room)
 
 
-async def _setup(args: argparse.Namespace, store: Store, stack: AsyncExitStack) -> Setup:
+async def load_setup(args: argparse.Namespace, store: Store, stack: AsyncExitStack) -> Setup:
+    """The team, models and workspace that `--team`, `--model`, `--scripted` and `--resume` ask for
+    (shared by `chat` and `serve`)."""
     team: Team | None = None
-    scripted = None
+    scripted = replay = None
     workspace = args.workspace.resolve() if args.workspace else None
     name = args.name or "chat"
     record = None
@@ -159,8 +162,12 @@ async def _setup(args: argparse.Namespace, store: Store, stack: AsyncExitStack) 
         args.scripted = find_scenario(args.scripted, folder_hint="--scripted plays one scenario file").resolve()
         scn = load_scenario(args.scripted)
         team = scn.team
-        scripted = ScriptedProvider({q: [reply(i) for i in items] for q, items in scn.models.items()},
+
+        def replay() -> ScriptedProvider:
+            return ScriptedProvider({q: [reply(i) for i in items] for q, items in scn.models.items()},
                                     record=False)
+
+        scripted = replay()
         if workspace is None and not scn.workspace:
             tmp = stack.enter_context(tempfile.TemporaryDirectory(prefix="orchestrator-chat-"))
             workspace = prepare_workspace(scn, Path(tmp) / "workspace", tmp)
@@ -188,7 +195,7 @@ async def _setup(args: argparse.Namespace, store: Store, stack: AsyncExitStack) 
 
     hub = await stack.enter_async_context(open_hub(default_log_dir(), servers=configured(os.environ)))
     return Setup(team=team, resolve=resolve, models=models, prices=prices, name=name, workspace=workspace,
-                 scripted=scripted, mcp=hub)
+                 scripted=scripted, mcp=hub, replay=replay)
 
 
 async def resolver(model: str | None, team: Team, scripted: Any, stack: AsyncExitStack
@@ -251,6 +258,6 @@ async def _chat(args: argparse.Namespace, interactive: bool) -> int:
         private_file(db)
         store = await Store.open(db)
         stack.push_async_callback(store.close)
-        setup = await _setup(args, store, stack)
+        setup = await load_setup(args, store, stack)
         await stack.enter_async_context(tracing(args.trace))
         return await Shell(args, store, setup, interactive).run()

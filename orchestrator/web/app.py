@@ -1,0 +1,228 @@
+"""The web pages and the HTTP API of `orchestrator serve`: the room list, a room's page, its live event
+stream (SSE), and the few writes a person makes: post a line, stop the room, answer a question.
+
+Everything needs the token printed at start (a cookie after the first `?token=` visit, or
+`Authorization: Bearer` for scripts); the cookie is SameSite=Strict, so no other site can post with it.
+"""
+from __future__ import annotations
+
+import hmac
+import html
+import time
+from pathlib import Path
+from typing import Any, AsyncIterator
+
+import msgspec
+import trio
+from starlette.applications import Starlette
+from starlette.requests import Request
+from starlette.responses import HTMLResponse, RedirectResponse, Response, StreamingResponse
+from starlette.routing import Mount, Route
+from starlette.staticfiles import StaticFiles
+from starlette.templating import Jinja2Templates
+
+from orchestrator.core.errors import InputError
+from orchestrator.core.events import message_event
+from orchestrator.core.types import ImageBlock, ToolResultBlock
+from orchestrator.web.feed import Key, frame, parse_id
+from orchestrator.web.host import Host
+
+HERE = Path(__file__).parent
+COOKIE = "orchestrator_token"
+PING_SECONDS = 15.0
+FLUSH_SECONDS = 0.1  # a subscriber gets at most ~10 writes a second: live to the eye, cheap for the room
+MAX_LINE = 100_000  # characters in one posted line
+ANSWERS = ("once", "run", "deny")
+
+
+class Line(msgspec.Struct):
+    text: str
+
+
+class NewRoom(msgspec.Struct):
+    name: str = "room"
+
+
+class Reply(msgspec.Struct):
+    answer: str
+    request_id: str | None = None
+
+
+def build_app(host: Host, token: str, *, ping: float = PING_SECONDS, flush: float = FLUSH_SECONDS) -> Starlette:
+    templates = Jinja2Templates(directory=str(HERE / "templates"))
+
+    def authorized(request: Request) -> bool:
+        given = request.cookies.get(COOKIE) or request.query_params.get("token") or ""
+        auth = request.headers.get("authorization", "")
+        if auth.lower().startswith("bearer "):
+            given = auth[7:].strip()
+        return hmac.compare_digest(given.encode(), token.encode())
+
+    def refused(request: Request) -> Response:
+        text = ("this needs the token printed by `orchestrator serve`: open the address it printed "
+                "(it ends in ?token=...), or send `Authorization: Bearer TOKEN`")
+        if "text/html" in request.headers.get("accept", ""):
+            return HTMLResponse(f"<p>{text}</p>", status_code=401)
+        return _json({"error": text}, 401)
+
+    def page(name: str):
+        async def endpoint(request: Request) -> Response:
+            if not authorized(request):
+                return refused(request)
+            if "token" in request.query_params:  # keep it in a cookie, out of the address bar and history
+                response = RedirectResponse(request.url.remove_query_params("token"), status_code=303)
+                response.set_cookie(COOKIE, token, httponly=True, samesite="strict", path="/")
+                return response
+            context: dict[str, Any] = {}
+            if "room_id" in request.path_params:
+                try:
+                    context = {"room": (await host.get(request.path_params["room_id"])).room}
+                except InputError as exc:
+                    return HTMLResponse(f'<p>{html.escape(str(exc))}. <a href="/">All rooms</a></p>', 404)
+            return templates.TemplateResponse(request, name, context)
+
+        return endpoint
+
+    def api(fn):
+        """Token checked, bad input answered in one line (400), a missing room as 404."""
+        async def endpoint(request: Request) -> Response:
+            if not authorized(request):
+                return refused(request)
+            try:
+                return await fn(request)
+            except InputError as exc:
+                status = 404 if str(exc).startswith("no room") else 400
+                return _json({"error": str(exc)}, status)
+            except (msgspec.DecodeError, msgspec.ValidationError) as exc:
+                return _json({"error": f"bad request body: {exc}"}, 400)
+
+        return endpoint
+
+    async def rooms(request: Request) -> Response:
+        return _json(await host.rooms())
+
+    async def create_room(request: Request) -> Response:
+        body = msgspec.json.decode(await request.body() or b"{}", type=NewRoom)
+        name = body.name.strip()
+        if not name or len(name) > 100:
+            raise InputError("a room name is 1 to 100 characters")
+        hosted = await host.create(name)
+        return _json({"id": hosted.room.id, "name": name, "url": f"/rooms/{hosted.room.id}"}, 201)
+
+    async def state(request: Request) -> Response:
+        room = (await host.get(request.path_params["room_id"])).room
+        return _json({
+            "id": room.id, "name": room.record.name, "floor": room.floor, "busy": room.busy,
+            "members": [{"name": n, "description": m.spec.description, "anonymous": m.anonymous}
+                        for n, m in room.members.items()],
+            "tasks": list(room.ledger.tasks.values()), "asking": room.asking,
+        })
+
+    async def events(request: Request) -> Response:
+        hosted = await host.get(request.path_params["room_id"])
+        after = parse_id(request.headers.get("last-event-id") or request.query_params.get("after"))
+        sub = hosted.feed.subscribe(after)
+        store = host.store
+
+        async def stream() -> AsyncIterator[bytes]:
+            try:
+                yield b"retry: 1000\n\n"
+                last: Key = after or (-1, 0)
+                if sub.from_store is not None:  # older than the journal: the stored messages, then all of it
+                    last = (sub.from_store, 0)
+                    for msg in await store.messages(hosted.room.id, after=sub.from_store):
+                        if msg.seq > sub.upto:
+                            break
+                        last = (msg.seq, 0)
+                        yield frame(last, message_event(msg))
+                for key, data in sub.backlog:
+                    if key > last:
+                        last = key
+                        yield data
+                while True:
+                    with trio.move_on_after(ping) as idle:
+                        try:
+                            batch = [await sub.receive.receive()]
+                        except trio.EndOfChannel:
+                            return  # dropped for lagging: the client resumes from its last id
+                    if idle.cancelled_caught:
+                        yield b": ping\n\n"
+                        continue
+                    if flush:  # let a burst gather (a turn's deltas, calls, messages): one write for it
+                        await trio.sleep(flush)
+                    try:  # what queued meanwhile goes out in the same write: busy rooms cost fewer sends
+                        while len(batch) < 1024:
+                            batch.append(sub.receive.receive_nowait())
+                    except (trio.WouldBlock, trio.EndOfChannel):
+                        pass
+                    fresh = [data for key, data in batch if key > last]
+                    last = max(last, batch[-1][0])
+                    if fresh:
+                        yield b"".join(fresh)
+            finally:
+                hosted.feed.unsubscribe(sub)
+
+        return StreamingResponse(stream(), media_type="text/event-stream",
+                                 headers={"Cache-Control": "no-cache", "X-Accel-Buffering": "no"})
+
+    async def post_line(request: Request) -> Response:
+        line = msgspec.json.decode(await request.body(), type=Line)
+        text = line.text.strip()
+        if not text:
+            raise InputError("the line is empty")
+        if len(text) > MAX_LINE:
+            raise InputError(f"the line is longer than {MAX_LINE} characters")
+        room = (await host.get(request.path_params["room_id"])).room
+        msg = await room.post(text)
+        return _json({"id": msg.id, "seq": msg.seq}, 202)
+
+    async def stop(request: Request) -> Response:
+        room = (await host.get(request.path_params["room_id"])).room
+        started = time.perf_counter()
+        await room.stop("stopped from the web page")
+        return _json({"stopped": True, "seconds": round(time.perf_counter() - started, 3)})
+
+    async def answer(request: Request) -> Response:
+        reply = msgspec.json.decode(await request.body(), type=Reply)
+        if reply.answer not in ANSWERS:
+            raise InputError(f"answer one of {', '.join(ANSWERS)}")
+        room = (await host.get(request.path_params["room_id"])).room
+        if reply.request_id is not None and reply.request_id not in room.asking:
+            raise InputError(f"no open question {reply.request_id!r}; open: {', '.join(room.asking) or 'none'}")
+        room.answer(reply.answer, reply.request_id)  # type: ignore[arg-type]
+        return _json({"answered": True})
+
+    async def agent_view(request: Request) -> Response:
+        room = (await host.get(request.path_params["room_id"])).room
+        req = await room.next_request(request.path_params["name"])
+        return _json({"agent": req.agent, "model": req.model, "system": req.system,
+                      "tools": [t.name for t in req.tools],
+                      "messages": [{"role": m.role, "blocks": [_block(b) for b in m.blocks]}
+                                   for m in req.messages]})
+
+    return Starlette(routes=[
+        Route("/", page("rooms.html")),
+        Route("/rooms", api(rooms), methods=["GET"]),
+        Route("/rooms", api(create_room), methods=["POST"]),
+        Route("/rooms/{room_id}", page("room.html")),
+        Route("/rooms/{room_id}/state", api(state)),
+        Route("/rooms/{room_id}/events", api(events)),
+        Route("/rooms/{room_id}/lines", api(post_line), methods=["POST"]),
+        Route("/rooms/{room_id}/stop", api(stop), methods=["POST"]),
+        Route("/rooms/{room_id}/answers", api(answer), methods=["POST"]),
+        Route("/rooms/{room_id}/agents/{name}", api(agent_view)),
+        Mount("/static", StaticFiles(directory=str(HERE / "static")), name="static"),
+    ])
+
+
+def _block(b: Any) -> dict:
+    """A block as the model got it; image bytes are left out (a page has no use for base64)."""
+    if isinstance(b, ImageBlock):
+        return {"type": "image", "media_type": b.media_type, "bytes": len(b.data) * 3 // 4}
+    if isinstance(b, ToolResultBlock) and b.images:
+        b = msgspec.structs.replace(b, images=[])
+    return msgspec.to_builtins(b)
+
+
+def _json(value: Any, status: int = 200) -> Response:
+    return Response(msgspec.json.encode(value), status_code=status, media_type="application/json")

@@ -1,0 +1,346 @@
+// One room's page: the live transcript from the room's event stream (SSE, resumed by the browser with
+// Last-Event-ID), the floor and ledger, questions to answer, the timeline and the agent view.
+// Everything the room says is put in the page as text, never as HTML.
+"use strict";
+
+const ROOM = document.body.dataset.room;
+const HANDBACK = /\s*<handback\s*\/>\s*/g;
+const $ = (id) => document.getElementById(id);
+
+const seen = new Set();          // message ids already shown
+const streams = new Map();       // agent -> the element its text streams into
+const questions = new Map();     // request id -> its confirm event
+const lanes = [];                // agent names in order of first appearance
+const bars = [];                 // {agent, kind, id, start, end, status, label}
+const ticks = [];                // {agent, start, end, name}
+let skew = Infinity;             // browser clock minus the server's, smallest seen
+let members = [];
+
+function el(tag, cls, text) {
+  const e = document.createElement(tag);
+  if (cls) e.className = cls;
+  if (text !== undefined) e.textContent = text;
+  return e;
+}
+
+function short(text, n) {
+  text = String(text).replace(/\s+/g, " ");
+  return text.length <= n ? text : text.slice(0, n - 1) + "…";
+}
+
+// --- the transcript ---------------------------------------------------------------------------
+
+function addLine(node) {
+  const box = $("transcript");
+  const atEnd = box.scrollHeight - box.scrollTop - box.clientHeight < 40;
+  box.append(node);
+  if (atEnd) box.scrollTop = box.scrollHeight;
+}
+
+function messageNode(ev) {
+  const hidden = !ev.visible_to.includes("user");
+  const node = el("div", `msg kind-${ev.kind}${hidden ? " hidden" : ""}`);
+  node.dataset.seq = ev.seq;
+  node.dataset.author = ev.author;
+  const to = ev.visible_to.filter((v) => v !== ev.author && v !== "user" && v !== "commander");
+  let who = ev.author;
+  if (ev.kind === "task") who += ` → ${ev.visible_to.find((v) => v !== "user" && v !== ev.author) || "?"}`;
+  else if (ev.kind === "user" && to.length) who += ` → ${to.join(", ")}`;
+  node.append(el("span", "who", who));
+  if (ev.kind === "tool_result") {
+    node.append(el("span", "tool", ` ← ${ev.name}: ${ev.is_error ? "error " + short(ev.text, 160) : ev.text.length + " chars"}`));
+    return node;
+  }
+  const text = ev.text.replace(HANDBACK, "");
+  if (text) node.append(el("div", "text", text));
+  for (const c of ev.calls || []) {
+    const args = Object.entries(c.input).map(([k, v]) => `${k}=${short(typeof v === "string" ? v : JSON.stringify(v), 60)}`);
+    node.append(el("div", "tool", `→ ${c.name}(${args.join(", ")})`));
+  }
+  return node;
+}
+
+function onMessage(ev) {
+  if (seen.has(ev.id)) return;
+  seen.add(ev.id);
+  const streaming = streams.get(ev.author);
+  if (streaming && (ev.kind === "text" || ev.kind === "tool_call")) {
+    streams.delete(ev.author);
+    streaming.replaceWith(messageNode(ev));
+    return;
+  }
+  addLine(messageNode(ev));
+}
+
+function onDelta(ev) {
+  let node = streams.get(ev.agent);
+  if (!node) {
+    node = el("div", "msg streaming");
+    node.dataset.author = ev.agent;
+    node.append(el("span", "who", ev.agent), el("div", "text", ""));
+    node.dataset.raw = "";
+    streams.set(ev.agent, node);
+    addLine(node);
+  }
+  node.dataset.raw += ev.text;
+  node.querySelector(".text").textContent = node.dataset.raw.replace(HANDBACK, "");
+}
+
+function note(text, cls) {
+  addLine(el("div", `note ${cls || ""}`, text));
+}
+
+// --- questions, floor, ledger -----------------------------------------------------------------
+
+function renderQuestions() {
+  const box = $("questions");
+  box.replaceChildren();
+  for (const [id, q] of questions) {
+    const node = el("div", "question");
+    node.append(el("div", "", `${q.agent} asks to do something risky (${q.category}):`), el("pre", "", q.summary));
+    for (const answer of ["once", "run", "deny"]) {
+      const b = el("button", `answer answer-${answer}`, { once: "Allow once", run: "Allow for this run", deny: "Deny" }[answer]);
+      b.onclick = () => send(`/rooms/${ROOM}/answers`, { request_id: id, answer }).then((ok) => {
+        if (ok) { questions.delete(id); renderQuestions(); }
+      });
+      node.append(b);
+    }
+    box.append(node);
+  }
+}
+
+let stateTimer = null;
+function stateSoon() {
+  if (stateTimer === null) stateTimer = setTimeout(refreshState, 150);
+}
+
+async function refreshState() {
+  stateTimer = null;
+  const r = await fetch(`/rooms/${ROOM}/state`);
+  if (!r.ok) return;
+  const s = await r.json();
+  $("floor").textContent = s.floor;
+  $("busy").textContent = s.busy ? "working" : "idle";
+  $("busy").classList.toggle("working", s.busy);
+  for (const id of questions.keys()) if (!s.asking.includes(id)) questions.delete(id);
+  renderQuestions();
+  const body = $("ledger").querySelector("tbody");
+  body.replaceChildren();
+  for (const t of s.tasks.slice().reverse()) {
+    const row = body.insertRow();
+    row.className = `status-${t.status}`;
+    for (const v of [t.id, t.agent, t.kind + (t.background ? " (bg)" : ""), t.status, short(t.task, 80), short(t.result, 80)]) {
+      row.insertCell().textContent = v;
+    }
+  }
+  const names = s.members.map((m) => m.name);
+  if (names.join() !== members.join()) {
+    members = names;
+    const pick = $("agent");
+    const chosen = pick.value;
+    pick.replaceChildren(...names.map((n) => el("option", "", n)));
+    if (names.includes(chosen)) pick.value = chosen;
+    if (pick.value !== chosen) agentViewSoon();
+  }
+}
+
+// --- the timeline -----------------------------------------------------------------------------
+
+function lane(agent) {
+  if (!lanes.includes(agent)) lanes.push(agent);
+}
+
+function closeBars(match, ts, status) {
+  for (const b of bars) if (b.end === null && match(b)) { b.end = ts; b.status = status; }
+}
+
+function onTimeline(ev) {
+  skew = Math.min(skew, Date.now() / 1000 - ev.ts);
+  switch (ev.type) {
+    case "turn":
+      lane(ev.agent);
+      closeBars((b) => b.kind === "turn" && b.agent === ev.agent, ev.ts, "done");
+      bars.push({ agent: ev.agent, kind: "turn", start: ev.ts, end: null, status: "running", label: "turn" });
+      break;
+    case "done":
+      closeBars((b) => b.kind === "turn" && b.agent === ev.agent, ev.ts, "done");
+      break;
+    case "error":
+      if (ev.agent) closeBars((b) => b.kind === "turn" && b.agent === ev.agent, ev.ts, "failed");
+      break;
+    case "task": {
+      lane(ev.agent);
+      const open = bars.find((b) => b.kind === "task" && b.id === ev.task_id);
+      if (ev.status === "running" && !open) {
+        bars.push({ agent: ev.agent, kind: "task", id: ev.task_id, start: ev.ts, end: null, status: "running",
+                    label: `${ev.kind} ${ev.task_id}` });
+      } else if (open && ev.status !== "running") {
+        open.end = ev.ts;
+        open.status = ev.status;
+      }
+      break;
+    }
+    case "cancelled":
+      closeBars(() => true, ev.ts, "cancelled");
+      for (const t of ticks) if (t.end === null) t.end = ev.ts;
+      break;
+    case "tool_start":
+      lane(ev.agent);
+      ticks.push({ agent: ev.agent, id: ev.call_id, start: ev.ts, end: null, name: ev.name });
+      break;
+    case "tool_end": {
+      const t = ticks.find((x) => x.id === ev.call_id && x.agent === ev.agent);
+      if (t) t.end = ev.ts;
+      break;
+    }
+    default:
+      return;
+  }
+  drawSoon();
+}
+
+let drawPending = false;
+function drawSoon() {
+  if (!drawPending) { drawPending = true; requestAnimationFrame(draw); }
+}
+
+function draw() {
+  drawPending = false;
+  const box = $("lanes");
+  if (!bars.length && !ticks.length) return;
+  const now = Date.now() / 1000 - (skew === Infinity ? 0 : skew);
+  const starts = bars.map((b) => b.start).concat(ticks.map((t) => t.start));
+  const t0 = Math.min(...starts);
+  const running = bars.some((b) => b.end === null);
+  const t1 = Math.max(t0 + 0.5, running ? now : 0, ...bars.map((b) => b.end || b.start), ...ticks.map((t) => t.end || t.start));
+  const x = (t) => (100 * (t - t0)) / (t1 - t0);
+  box.replaceChildren();
+  for (const agent of lanes) {
+    const row = el("div", "lane");
+    row.dataset.agent = agent;
+    const track = el("div", "track");
+    row.append(el("div", "lane-name", agent), track);
+    for (const b of bars.filter((b) => b.agent === agent)) {
+      const end = b.end === null ? now : b.end;
+      const bar = el("div", `bar ${b.kind} ${b.status}${b.end === null ? " open" : ""}`);
+      bar.style.left = `${x(b.start)}%`;
+      bar.style.width = `max(3px, ${x(end) - x(b.start)}%)`;
+      bar.title = `${b.label}: ${b.status}, ${(end - b.start).toFixed(2)} s`;
+      bar.dataset.start = b.start;
+      bar.dataset.end = end;
+      track.append(bar);
+    }
+    for (const t of ticks.filter((t) => t.agent === agent)) {
+      const tick = el("div", "tick");
+      tick.style.left = `${x(t.start)}%`;
+      tick.title = `${t.name}${t.end ? `, ${(t.end - t.start).toFixed(2)} s` : ", running"}`;
+      track.append(tick);
+    }
+    box.append(row);
+  }
+  box.append(el("div", "axis small muted", `${(t1 - t0).toFixed(1)} s`));
+}
+
+setInterval(() => { if (bars.some((b) => b.end === null)) drawSoon(); }, 200);
+
+// --- the agent view ---------------------------------------------------------------------------
+
+function blockNode(b) {
+  switch (b.type) {
+    case "text": return el("pre", "block text", b.text);
+    case "thinking": return el("pre", "block thinking", `(thinking) ${b.thinking}`);
+    case "tool_call": return el("pre", "block call", `tool_call ${b.name} ${JSON.stringify(b.input)}`);
+    case "tool_result": return el("pre", `block result${b.is_error ? " error" : ""}`, `tool_result ${b.name}: ${b.content}`);
+    case "image": return el("div", "block image", `[image ${b.media_type}, ${b.bytes} bytes]`);
+    default: return el("pre", "block", JSON.stringify(b));
+  }
+}
+
+let agentTimer = null;
+function agentViewSoon() {
+  if (agentTimer === null) agentTimer = setTimeout(showAgent, 300);
+}
+
+async function showAgent() {
+  agentTimer = null;
+  const name = $("agent").value;
+  const box = $("agent-view");
+  if (!name) return;
+  const r = await fetch(`/rooms/${ROOM}/agents/${encodeURIComponent(name)}`);
+  const v = await r.json();
+  if (!r.ok) { box.replaceChildren(el("div", "error", v.error)); return; }
+  const system = el("details", "system");
+  system.append(el("summary", "", `system prompt (${v.system.length} chars) · model ${v.model} · tools: ${v.tools.join(", ") || "none"}`),
+                el("pre", "", v.system));
+  const list = el("ol", "model-messages");
+  for (const m of v.messages) {
+    const item = el("li", `role-${m.role}`);
+    item.append(el("span", "role", m.role), ...m.blocks.map(blockNode));
+    list.append(item);
+  }
+  box.replaceChildren(system, el("div", "small muted", `${v.messages.length} messages`), list);
+  box.dataset.agent = v.agent;
+}
+
+$("agent").addEventListener("change", showAgent);
+$("agent-refresh").addEventListener("click", showAgent);
+
+// --- writing to the room ----------------------------------------------------------------------
+
+async function send(path, body) {
+  const r = await fetch(path, { method: "POST", headers: { "Content-Type": "application/json" },
+                                body: JSON.stringify(body || {}) });
+  if (!r.ok) {
+    const e = await r.json().catch(() => ({ error: r.statusText }));
+    $("post-error").textContent = e.error;
+    return false;
+  }
+  $("post-error").textContent = "";
+  return true;
+}
+
+$("post").addEventListener("submit", async (e) => {
+  e.preventDefault();
+  const text = $("line").value.trim();
+  if (!text) return;
+  if (await send(`/rooms/${ROOM}/lines`, { text })) $("line").value = "";
+});
+
+$("stop").addEventListener("click", async () => {
+  $("stop").disabled = true;
+  try { await send(`/rooms/${ROOM}/stop`); } finally { $("stop").disabled = false; }
+});
+
+$("show-hidden").addEventListener("change", (e) => {
+  $("transcript").classList.toggle("show-hidden", e.target.checked);
+});
+
+// --- the stream -------------------------------------------------------------------------------
+
+function handle(ev) {
+  switch (ev.type) {
+    case "message": onMessage(ev); break;
+    case "text_delta": onDelta(ev); break;
+    case "state": $("floor").textContent = ev.floor; note(`${ev.floor} has the floor`, "dim"); break;
+    case "task": stateSoon(); break;
+    case "confirm": questions.set(ev.request_id, ev); renderQuestions(); stateSoon(); break;
+    case "cancelled":
+      for (const [agent, node] of streams) { node.classList.add("cut"); streams.delete(agent); }
+      note(`■ stopped: ${ev.reason}`, "stopped");
+      stateSoon();
+      break;
+    case "error": note(`! ${ev.agent ? ev.agent + ": " : ""}${ev.message}`, "error"); break;
+    case "retry": note(`↻ ${ev.agent}: ${ev.reason}, retry ${ev.attempt} in ${ev.delay.toFixed(2)} s`, "dim"); break;
+    case "compaction": note(`⇣ ${ev.agent}: history compacted ${ev.tokens_before} → ${ev.tokens_after} tokens`, "dim"); break;
+    case "turn": case "done": stateSoon(); break;
+  }
+  onTimeline(ev);
+  const viewed = $("agent").value;  // the agent view follows what lands in that agent's partition
+  if (ev.type === "message" && ev.visible_to.includes(viewed)) agentViewSoon();
+}
+
+const events = new EventSource(`/rooms/${ROOM}/events`);
+events.onmessage = (e) => handle(JSON.parse(e.data));
+events.onopen = () => { $("link").textContent = "live"; $("link").classList.remove("down"); refreshState(); };
+events.onerror = () => { $("link").textContent = "reconnecting…"; $("link").classList.add("down"); };
+refreshState();
