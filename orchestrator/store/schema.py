@@ -12,9 +12,10 @@ from pathlib import Path
 from orchestrator.core.errors import InputError
 
 APPLICATION_ID = 0x4F524348  # "ORCH" in the file header: how another tool (and we) tell the file apart
-VERSION = 1
-# Versions whose tables this code reads as they are, so a read-only command needs no migration.
-READABLE = frozenset({0, 1})
+VERSION = 2
+# Versions whose tables this code reads as they are, so a read-only command needs no migration
+# (version 2 only added the leases and the inbox, which reading a room does not need).
+READABLE = frozenset({0, 1, 2})
 
 # The tables as the first release created them (through sqlite-utils); a new file gets the same text, so
 # a migrated file and a new one are alike.
@@ -28,6 +29,14 @@ TABLES = {
               '   "kind" TEXT,\n   "status" TEXT,\n   "task" TEXT,\n   "result" TEXT,\n   "background" INTEGER,\n'
               '   "read" INTEGER,\n   "created" REAL,\n   "updated" REAL\n)'),
 }
+# Version 2: who runs each room (one writer, fenced by epoch) and the lines waiting for a room's owner.
+TABLES_V2 = {
+    "leases": ('CREATE TABLE "leases" (\n   "room" TEXT PRIMARY KEY,\n   "host" TEXT,\n   "epoch" INTEGER,\n'
+               '   "expires" REAL\n)'),
+    "inbox": ('CREATE TABLE "inbox" (\n   "id" TEXT PRIMARY KEY,\n   "room" TEXT,\n   "author" TEXT,\n'
+              '   "text" TEXT,\n   "posted" REAL\n)'),
+}
+TABLES |= TABLES_V2
 INDEXES = {"idx_messages_room_seq": 'CREATE UNIQUE INDEX "idx_messages_room_seq"\n    ON "messages" ("room", "seq")'}
 _COLUMNS = {
     "rooms": ("id", "name", "floor", "created", "meta", "last_seq", "last_ts"),
@@ -35,10 +44,12 @@ _COLUMNS = {
                  "replaces"),
     "tasks": ("id", "room", "agent", "kind", "status", "task", "result", "background", "read", "created",
               "updated"),
+    "leases": ("room", "host", "epoch", "expires"),
+    "inbox": ("id", "room", "author", "text", "posted"),
 }
 # Every table the unmarked first release (version 0) could hold: the store's, memory's and the
 # knowledge base's (FTS5 keeps its index in the `_data`.. `_config` tables).
-_V0_TABLES = frozenset(TABLES) | {
+_V0_TABLES = frozenset(TABLES) - frozenset(TABLES_V2) | {
     "memory", "kb_documents", "kb_chunks", "kb_vectors", "kb_meta", "kb_chunks_fts", "kb_chunks_fts_data",
     "kb_chunks_fts_idx", "kb_chunks_fts_docsize", "kb_chunks_fts_config", "kb_chunks_fts_content",
 }
@@ -98,7 +109,7 @@ def inspect(conn: sqlite3.Connection, path: str) -> int | None:
         if version > VERSION:
             raise UnusableDatabase(f"{path}: written by a newer release of orchestrator (store version {version}, "
                                    f"this one knows up to {VERSION}); upgrade orchestrator")
-        if problem := _damage(conn, tables):
+        if problem := _damage(conn, tables, version):
             raise UnusableDatabase(f"{path}: the database is damaged ({problem}); {_MOVE_ASIDE}")
         return version
     if app != 0 or version != 0 or not tables <= _V0_TABLES:
@@ -106,16 +117,18 @@ def inspect(conn: sqlite3.Connection, path: str) -> int | None:
                                "it was left untouched; pass --db another path")
     if not objects:
         return None
-    if problem := _damage(conn, tables):
+    if problem := _damage(conn, tables, 0):
         raise UnusableDatabase(f"{path}: the database is damaged ({problem}); {_MOVE_ASIDE}")
     return 0
 
 
-def _damage(conn: sqlite3.Connection, tables: set[str]) -> str:
-    missing = [t for t in TABLES if t not in tables]
+def _damage(conn: sqlite3.Connection, tables: set[str], version: int) -> str:
+    missing = [t for t in TABLES if t not in tables and (version >= 2 or t not in TABLES_V2)]
     if missing:
         return f"table {', '.join(missing)} is missing"
     for table, wanted in _COLUMNS.items():
+        if table not in tables:
+            continue
         have = {row[1] for row in conn.execute(f'PRAGMA table_info("{table}")')}
         if lost := [c for c in wanted if c not in have]:
             return f"table {table} lacks column {', '.join(lost)}"
@@ -144,8 +157,14 @@ def _from_unmarked(conn: sqlite3.Connection) -> None:
     """0 → 1: the first release's tables are this version's; only the marks were missing."""
 
 
+def _leases_and_inbox(conn: sqlite3.Connection) -> None:
+    """1 → 2: rooms run by several host processes (leases with epochs) and the lines sent to their owner."""
+    for sql in TABLES_V2.values():
+        conn.execute(sql)
+
+
 # MIGRATIONS[n] takes a file from version n to n + 1; a schema change adds one and bumps VERSION.
-MIGRATIONS: dict[int, Callable[[sqlite3.Connection], None]] = {0: _from_unmarked}
+MIGRATIONS: dict[int, Callable[[sqlite3.Connection], None]] = {0: _from_unmarked, 1: _leases_and_inbox}
 
 
 def damage(exc: sqlite3.Error, path: str) -> UnusableDatabase | None:
