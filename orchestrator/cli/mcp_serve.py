@@ -17,6 +17,7 @@ from orchestrator.core.events import Event, MessageEvent, ToolStart
 from orchestrator.core.types import Message
 from orchestrator.room.host import RoomHost
 from orchestrator.room.room import USER, Room
+from orchestrator.cli.paths import open_db
 from orchestrator.store.db import Store
 
 INSTRUCTIONS = ("A team of AI agents under a commander. Give `ask_team` a line as you would type it in a group "
@@ -149,9 +150,7 @@ async def serve(args, setup_fn) -> int:
     """Serve until the client closes stdin. `setup_fn(args, store, stack)` builds the team, the models
     and the MCP hub as `chat` does (the same --team / --model / --scripted rules)."""
     async with AsyncExitStack() as stack:
-        db = Path(args.db)
-        db.parent.mkdir(parents=True, exist_ok=True)
-        store = await Store.open(db)
+        store = await open_db(args.db)
         stack.push_async_callback(store.close)
         setup = await setup_fn(args, store, stack)
         rooms = Rooms(store, setup)

@@ -6,9 +6,8 @@ from __future__ import annotations
 from os import PathLike
 from typing import TYPE_CHECKING
 
-from orchestrator.store.db import Store
-
 if TYPE_CHECKING:
+    from orchestrator.store.db import Store
     from orchestrator.store.postgres import PgStore
 
 
@@ -20,4 +19,5 @@ async def open_store(target: str | PathLike[str], *, readonly: bool = False) -> 
     if is_url(target):
         from orchestrator.store.postgres import PgStore
         return await PgStore.open(str(target), readonly=readonly)
+    from orchestrator.store.db import Store
     return await Store.open(target, readonly=readonly)

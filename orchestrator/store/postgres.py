@@ -9,7 +9,7 @@ from __future__ import annotations
 import contextlib
 import re
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import AsyncIterator, Callable, Iterator
 from typing import Any, TypeVar
 from uuid import uuid4
 
@@ -412,3 +412,22 @@ def _healed_copy(c: Any, room_id: str) -> list[Message]:
             raise _Rollback(_heal(c, room_id))
     except _Rollback as done:
         return done.messages
+
+
+@contextlib.asynccontextmanager
+async def scratch(url: str, label: str) -> AsyncIterator[str]:
+    """A URL whose tables live in a new schema of that database, dropped on exit: `check --db` runs each
+    scenario on its own, as it does with a temporary SQLite file."""
+    schema = f"scratch_{re.sub(r'[^a-z0-9]+', '_', label.lower())[:40]}_{uuid4().hex[:8]}"
+
+    def run(sql: str) -> None:
+        with _connect(url) as conn:
+            conn.execute(sql)
+
+    await trio.to_thread.run_sync(run, f'CREATE SCHEMA "{schema}"')
+    try:
+        joiner = "&" if "?" in url else "?"
+        yield f"{url}{joiner}options=-csearch_path%3D{schema}"
+    finally:
+        with trio.CancelScope(shield=True):
+            await trio.to_thread.run_sync(run, f'DROP SCHEMA "{schema}" CASCADE')
