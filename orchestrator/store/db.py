@@ -63,8 +63,9 @@ class TaskRecord(msgspec.Struct, kw_only=True):
     updated: float = 0.0
 
 
-_INSERT_MESSAGE = "INSERT INTO messages ({}) VALUES ({})".format(
+_INSERT_MESSAGE = "INSERT INTO messages ({}, epoch) VALUES ({}, :epoch)".format(
     ", ".join(Message.__struct_fields__), ", ".join(":" + c for c in Message.__struct_fields__))
+_SELECT_MESSAGES = f"SELECT {', '.join(Message.__struct_fields__)} FROM messages WHERE room = ? AND seq > ? ORDER BY seq"
 _UPSERT_TASK = "INSERT INTO tasks ({}) VALUES ({}) ON CONFLICT (id) DO UPDATE SET {}".format(
     ", ".join(TaskRecord.__struct_fields__), ", ".join(":" + c for c in TaskRecord.__struct_fields__),
     ", ".join(f"{c} = excluded.{c}" for c in TaskRecord.__struct_fields__ if c not in ("id", "created")))
@@ -141,7 +142,7 @@ class Store:
                     self._db.conn.execute("DELETE FROM inbox WHERE id = ?", [delivery])
                 if task is not None:
                     self._db.conn.execute(_UPSERT_TASK, _task_row(task))
-                return _insert(self._db, room_id, drafts)
+                return _insert(self._db, room_id, drafts, epoch)
 
         return await self._now(insert)
 
@@ -345,7 +346,7 @@ def _fence(db: sqlite_utils.Database, room_id: str, epoch: int | None) -> None:
         raise Fenced(room_id, epoch, row[0])
 
 
-def _insert(db: sqlite_utils.Database, room_id: str, drafts: list[Draft]) -> list[Message]:
+def _insert(db: sqlite_utils.Database, room_id: str, drafts: list[Draft], epoch: int | None) -> list[Message]:
     # The last seq and ts are kept in the room row, so a seq freed by healing is never handed out again.
     conn = db.conn
     if len(drafts) == 1:  # the common case, one statement fewer: the row is moved on and read back at once
@@ -353,7 +354,7 @@ def _insert(db: sqlite_utils.Database, room_id: str, drafts: list[Draft]) -> lis
         if not found:
             raise KeyError(f"no room {room_id!r}")
         m = _message(room_id, *found[0], drafts[0])
-        conn.execute(_INSERT_MESSAGE, _row(m))
+        conn.execute(_INSERT_MESSAGE, _row(m, epoch))
         return [m]
     found = conn.execute("SELECT last_seq, last_ts FROM rooms WHERE id = ?", [room_id]).fetchone()
     if found is None:
@@ -364,7 +365,7 @@ def _insert(db: sqlite_utils.Database, room_id: str, drafts: list[Draft]) -> lis
         now = time.time()
         seq, ts = seq + 1, now if now > ts else ts + 1e-6
         m = _message(room_id, seq, ts, draft)
-        conn.execute(_INSERT_MESSAGE, _row(m))
+        conn.execute(_INSERT_MESSAGE, _row(m, epoch))
         messages.append(m)
     conn.execute("UPDATE rooms SET last_seq = ?, last_ts = ? WHERE id = ?", [seq, ts, room_id])
     return messages
@@ -384,13 +385,14 @@ def _message(room_id: str, seq: int, ts: float, draft: Draft) -> Message:
     return Message(id=uuid4().hex, room=room_id, seq=seq, ts=ts, **msgspec.structs.asdict(draft))
 
 
-def _row(m: Message) -> dict:
+def _row(m: Message, epoch: int | None) -> dict:
     return msgspec.structs.asdict(m) | {
-        "blocks": _json(m.blocks), "visible_to": _json(m.visible_to), "replaces": _json(m.replaces)}
+        "blocks": _json(m.blocks), "visible_to": _json(m.visible_to), "replaces": _json(m.replaces),
+        "epoch": epoch}
 
 
 def _messages(db: sqlite_utils.Database, room_id: str, after: int = 0) -> list[Message]:
-    rows = db.query("SELECT * FROM messages WHERE room = ? AND seq > ? ORDER BY seq", [room_id, after])
+    rows = db.query(_SELECT_MESSAGES, [room_id, after])
     return [Message(**r | {"blocks": BLOCK_DECODER.decode(r["blocks"]),
                            "visible_to": _STRINGS.decode(r["visible_to"]),
                            "replaces": _STRINGS.decode(r["replaces"])}) for r in rows]
@@ -406,7 +408,7 @@ def _heal(db: sqlite_utils.Database, room_id: str, epoch: int | None = None) -> 
             fix = heal.plan(messages)
             if fix.empty():
                 break
-            _apply(db, room_id, fix)
+            _apply(db, room_id, fix, epoch)
             messages = _messages(db, room_id)
         return messages
 
@@ -427,14 +429,14 @@ def _healed_copy(db: sqlite_utils.Database, room_id: str) -> list[Message]:
         scratch.close()
 
 
-def _apply(db: sqlite_utils.Database, room_id: str, fix: heal.HealPlan) -> None:
+def _apply(db: sqlite_utils.Database, room_id: str, fix: heal.HealPlan, epoch: int | None) -> None:
     for message_id in fix.delete:
         db.execute("DELETE FROM messages WHERE id = ?", [message_id])
     # Through negative seqs, so that no intermediate state breaks UNIQUE (room, seq).
     for message_id, seq in fix.reseq:
         db.execute("UPDATE messages SET seq = ? WHERE id = ?", [-seq, message_id])
     db.execute("UPDATE messages SET seq = -seq WHERE room = ? AND seq < 0", [room_id])
-    _insert(db, room_id, [draft for _, draft in fix.add])
+    _insert(db, room_id, [draft for _, draft in fix.add], epoch)
 
 
 @contextlib.contextmanager

@@ -36,5 +36,7 @@ MIGRATIONS: dict[int, tuple[str, ...]] = {
             id text PRIMARY KEY, room text NOT NULL REFERENCES rooms (id), author text NOT NULL,
             text text NOT NULL, posted double precision NOT NULL)""",
         "CREATE INDEX inbox_room ON inbox (room, posted)",
+        # The epoch of the lease each message was written under (NULL: no lease), so a takeover can be audited.
+        "ALTER TABLE messages ADD COLUMN epoch bigint",
     ),
 }

@@ -125,7 +125,7 @@ class PgStore:
             _fence(c, room_id, epoch)
             if delivery is not None:
                 c.execute("DELETE FROM inbox WHERE id = %s", [delivery])
-            return _insert(c, room_id, drafts)
+            return _insert(c, room_id, drafts, epoch)
 
         return await self._run(insert)
 
@@ -354,7 +354,7 @@ def _fence(c: Any, room_id: str, epoch: int | None) -> None:
 _INSERT = _PLACEHOLDER.sub(lambda m: f"%({m[1]})s", _INSERT_MESSAGE)
 
 
-def _insert(c: Any, room_id: str, drafts: list[Draft]) -> list[Message]:
+def _insert(c: Any, room_id: str, drafts: list[Draft], epoch: int | None) -> list[Message]:
     found = c.execute("SELECT last_seq, last_ts FROM rooms WHERE id = %s FOR UPDATE", [room_id]).fetchone()
     if found is None:
         raise KeyError(f"no room {room_id!r}")
@@ -365,7 +365,8 @@ def _insert(c: Any, room_id: str, drafts: list[Draft]) -> list[Message]:
         seq, ts = seq + 1, now if now > ts else ts + 1e-6
         m = Message(id=uuid4().hex, room=room_id, seq=seq, ts=ts, **msgspec.structs.asdict(draft))
         rows.append(msgspec.structs.asdict(m) | {
-            "blocks": _json(m.blocks), "visible_to": _json(m.visible_to), "replaces": _json(m.replaces)})
+            "blocks": _json(m.blocks), "visible_to": _json(m.visible_to), "replaces": _json(m.replaces),
+            "epoch": epoch})
         messages.append(m)
     with c.cursor() as cur:
         cur.executemany(_INSERT, rows)
@@ -395,7 +396,7 @@ def _heal(c: Any, room_id: str, epoch: int | None = None) -> list[Message]:
         for message_id, seq in fix.reseq:
             c.execute("UPDATE messages SET seq = %s WHERE id = %s", [-seq, message_id])
         c.execute("UPDATE messages SET seq = -seq WHERE room = %s AND seq < 0", [room_id])
-        _insert(c, room_id, [draft for _, draft in fix.add])
+        _insert(c, room_id, [draft for _, draft in fix.add], epoch)
         messages = _messages(c, room_id)
     return messages
 

@@ -36,7 +36,8 @@ TABLES_V2 = {
     "inbox": ('CREATE TABLE "inbox" (\n   "id" TEXT PRIMARY KEY,\n   "room" TEXT,\n   "author" TEXT,\n'
               '   "text" TEXT,\n   "posted" REAL\n)'),
 }
-TABLES |= TABLES_V2
+# The epoch of the lease under which each message was written (NULL: no lease), so a takeover can be audited.
+MESSAGE_EPOCH = 'ALTER TABLE "messages" ADD COLUMN "epoch" INTEGER'
 INDEXES = {"idx_messages_room_seq": 'CREATE UNIQUE INDEX "idx_messages_room_seq"\n    ON "messages" ("room", "seq")'}
 _COLUMNS = {
     "rooms": ("id", "name", "floor", "created", "meta", "last_seq", "last_ts"),
@@ -44,12 +45,12 @@ _COLUMNS = {
                  "replaces"),
     "tasks": ("id", "room", "agent", "kind", "status", "task", "result", "background", "read", "created",
               "updated"),
-    "leases": ("room", "host", "epoch", "expires"),
-    "inbox": ("id", "room", "author", "text", "posted"),
 }
+_COLUMNS_V2 = {"leases": ("room", "host", "epoch", "expires"), "inbox": ("id", "room", "author", "text", "posted"),
+               "messages": ("epoch",)}
 # Every table the unmarked first release (version 0) could hold: the store's, memory's and the
 # knowledge base's (FTS5 keeps its index in the `_data`.. `_config` tables).
-_V0_TABLES = frozenset(TABLES) - frozenset(TABLES_V2) | {
+_V0_TABLES = frozenset(TABLES) | {
     "memory", "kb_documents", "kb_chunks", "kb_vectors", "kb_meta", "kb_chunks_fts", "kb_chunks_fts_data",
     "kb_chunks_fts_idx", "kb_chunks_fts_docsize", "kb_chunks_fts_config", "kb_chunks_fts_content",
 }
@@ -123,12 +124,11 @@ def inspect(conn: sqlite3.Connection, path: str) -> int | None:
 
 
 def _damage(conn: sqlite3.Connection, tables: set[str], version: int) -> str:
-    missing = [t for t in TABLES if t not in tables and (version >= 2 or t not in TABLES_V2)]
+    missing = [t for t in (*TABLES, *(TABLES_V2 if version >= 2 else ())) if t not in tables]
     if missing:
         return f"table {', '.join(missing)} is missing"
-    for table, wanted in _COLUMNS.items():
-        if table not in tables:
-            continue
+    columns = [(t, c) for t, c in _COLUMNS.items()] + (list(_COLUMNS_V2.items()) if version >= 2 else [])
+    for table, wanted in columns:
         have = {row[1] for row in conn.execute(f'PRAGMA table_info("{table}")')}
         if lost := [c for c in wanted if c not in have]:
             return f"table {table} lacks column {', '.join(lost)}"
@@ -143,12 +143,12 @@ def upgrade(conn: sqlite3.Connection, found: int | None) -> None:
 
     The caller holds the write transaction, so the marks and the tables change together.
     """
-    if found is None:
+    if found is None:  # the first release's tables, then every migration: a new file is a migrated one
         for sql in (*TABLES.values(), *INDEXES.values()):
             conn.execute(sql)
-    else:
-        for version in range(found, VERSION):
-            MIGRATIONS[version](conn)
+        found = 1
+    for version in range(found, VERSION):
+        MIGRATIONS[version](conn)
     conn.execute(f"PRAGMA application_id = {APPLICATION_ID}")
     conn.execute(f"PRAGMA user_version = {VERSION}")
 
@@ -158,9 +158,11 @@ def _from_unmarked(conn: sqlite3.Connection) -> None:
 
 
 def _leases_and_inbox(conn: sqlite3.Connection) -> None:
-    """1 → 2: rooms run by several host processes (leases with epochs) and the lines sent to their owner."""
+    """1 → 2: rooms run by several host processes (leases with epochs, each message's epoch) and the lines
+    sent to a room's owner."""
     for sql in TABLES_V2.values():
         conn.execute(sql)
+    conn.execute(MESSAGE_EPOCH)
 
 
 # MIGRATIONS[n] takes a file from version n to n + 1; a schema change adds one and bumps VERSION.
