@@ -382,3 +382,19 @@ async def test_memory_lives_in_either_store(backend):
         assert await Memory(store).entries("profile") == []
     finally:
         await store.close()
+
+
+async def test_a_host_renews_all_its_leases_at_once(backend):
+    a, b = await backend.open(), await backend.open()
+    try:
+        rooms = [await a.create_room(f"r{i}") for i in range(3)]
+        leases = [await a.acquire(r.id, "a", 0.2) for r in rooms]
+        await trio.sleep(0.3)
+        await b.acquire(rooms[1].id, "b", 30)
+        renewed = await a.renew_all(leases, 30)
+        assert [x is not None for x in renewed] == [True, False, True]
+        assert renewed[0].expires > leases[0].expires and await a.renew_all([], 1) == []
+        assert await b.acquire(rooms[0].id, "b", 30) is None
+    finally:
+        await a.close()
+        await b.close()

@@ -199,6 +199,17 @@ class Store:
 
         return await self._now(extend)
 
+    async def renew_all(self, leases: list[Lease], seconds: float) -> list[Lease | None]:
+        """`renew` for every lease a host holds, in one transaction."""
+        def extend() -> list[Lease | None]:
+            with immediate(self._db):
+                expires = time.time() + seconds
+                return [msgspec.structs.replace(lease, expires=expires) if self._db.conn.execute(
+                    "UPDATE leases SET expires = ? WHERE room = ? AND epoch = ?",
+                    [expires, lease.room, lease.epoch]).rowcount else None for lease in leases]
+
+        return await self._now(extend) if leases else []
+
     async def release(self, lease: Lease) -> None:
         """Let another host take the room at once. The epoch stays: writes by this store are refused only
         once another host has taken it."""
@@ -246,6 +257,10 @@ class Store:
         """The room's next user message is `line`: its append deletes the line from the inbox in the same
         transaction, so a line is in the inbox or in the room, never both and never neither."""
         self._deliveries[line.room] = line.id
+
+    def undeliver(self, room_id: str) -> None:
+        """Forget a delivery whose append did not happen (refused or failed): the line stays in the inbox."""
+        self._deliveries.pop(room_id, None)
 
     async def wait_inbox(self, seconds: float) -> None:
         """Until a line may have arrived, at most `seconds`: on one machine there is no wake-up channel, so

@@ -196,6 +196,17 @@ class PgStore:
             [seconds, lease.room, lease.epoch]).fetchone())
         return None if row is None else msgspec.structs.replace(lease, expires=row[0])
 
+    async def renew_all(self, leases: list[Lease], seconds: float) -> list[Lease | None]:
+        """`renew` for every lease a host holds, in one statement."""
+        if not leases:
+            return []
+        rows = await self._run(lambda c: c.execute(
+            f"UPDATE leases l SET expires = {_NOW} + %s FROM unnest(%s::text[], %s::bigint[]) AS h(room, epoch) "
+            "WHERE l.room = h.room AND l.epoch = h.epoch RETURNING l.room, l.expires",
+            [seconds, [x.room for x in leases], [x.epoch for x in leases]]).fetchall())
+        expires = dict(rows)
+        return [msgspec.structs.replace(x, expires=expires[x.room]) if x.room in expires else None for x in leases]
+
     async def release(self, lease: Lease) -> None:
         await self._run(lambda c: c.execute("UPDATE leases SET expires = 0 WHERE room = %s AND epoch = %s",
                                             [lease.room, lease.epoch]))
@@ -235,6 +246,10 @@ class PgStore:
 
     def deliver(self, line: InboxLine) -> None:
         self._deliveries[line.room] = line.id
+
+    def undeliver(self, room_id: str) -> None:
+        """Forget a delivery whose append did not happen (refused or failed): the line stays in the inbox."""
+        self._deliveries.pop(room_id, None)
 
     async def wait_inbox(self, seconds: float) -> None:
         """Until a NOTIFY arrives on this host's listening connection, or `seconds` pass."""
