@@ -9,7 +9,9 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import re
+import subprocess
 import sys
 from functools import partial
 from collections.abc import AsyncIterator
@@ -45,6 +47,44 @@ class Echo:
         await trio.sleep(self.delay)  # the model "thinking": a kill can land here
         yield TextDelta("answered " + " ".join(tokens))
         yield StreamEnd("end_turn", Usage())
+
+
+class Host:
+    """A host process started from a test or a benchmark; `port()` waits until it listens."""
+
+    def __init__(self, name: str, db: str, folder: Path, *, lease: float):
+        self.name = name
+        self.port_file = folder / f"{name}.port"
+        self.log = open(folder / f"{name}.log", "wb")  # noqa: SIM115 (closed in stop)
+        self.proc = subprocess.Popen(
+            [sys.executable, str(Path(__file__)), "--db", db, "--host", name,
+             "--port-file", str(self.port_file), "--lease", str(lease)],
+            cwd=folder, stdout=self.log, stderr=subprocess.STDOUT,
+            env=os.environ | {"PYTHONPATH": str(Path(__file__).resolve().parent.parent)})
+
+    async def port(self) -> int:
+        with trio.fail_after(60):
+            while not self.port_file.exists() or not self.port_file.read_text():
+                assert self.proc.poll() is None, f"{self.name} ended: {self.log.name}"
+                await trio.sleep(0.05)
+        return int(self.port_file.read_text())
+
+    def stop(self) -> None:
+        if self.proc.poll() is None:
+            self.proc.kill()
+        self.proc.wait(timeout=30)
+        self.log.close()
+
+
+async def ask(stream: trio.SocketStream, room: str, text: str) -> dict:
+    await stream.send_all(json.dumps({"room": room, "text": text}).encode() + b"\n")
+    data = b""
+    while not data.endswith(b"\n"):
+        chunk = await stream.receive_some()
+        if not chunk:
+            raise ConnectionError("the host closed the connection")
+        data += chunk
+    return json.loads(data)
 
 
 async def main(args: argparse.Namespace) -> None:
