@@ -52,13 +52,13 @@ class Echo:
 class Host:
     """A host process started from a test or a benchmark; `port()` waits until it listens."""
 
-    def __init__(self, name: str, db: str, folder: Path, *, lease: float):
+    def __init__(self, name: str, db: str, folder: Path, *, lease: float, delay: float = 0.02):
         self.name = name
         self.port_file = folder / f"{name}.port"
         self.log = open(folder / f"{name}.log", "wb")  # noqa: SIM115 (closed in stop)
         self.proc = subprocess.Popen(
             [sys.executable, str(Path(__file__)), "--db", db, "--host", name,
-             "--port-file", str(self.port_file), "--lease", str(lease)],
+             "--port-file", str(self.port_file), "--lease", str(lease), "--delay", str(delay)],
             cwd=folder, stdout=self.log, stderr=subprocess.STDOUT,
             env=os.environ | {"PYTHONPATH": str(Path(__file__).resolve().parent.parent)})
 

@@ -152,3 +152,47 @@ async def test_three_hosts_300_rooms_one_killed(tmp_path, backend):
               f"posting took {posting:.1f}s")
     finally:
         await store.close()
+
+
+async def test_a_paused_host_cannot_write_to_the_rooms_it_lost(tmp_path, backend):
+    """SIGSTOP the owner mid-turn for longer than its lease: another host takes its rooms and answers their
+    lines; the owner wakes with its turns still running, learns it lost the rooms (a failed renewal or a
+    refused write, whichever comes first) and writes nothing more to them."""
+    store = await backend.open()
+    try:
+        rooms = [(await store.create_room(f"p{i}", meta={"workspace": str(tmp_path)})).id for i in range(20)]
+        db = backend.target if backend.kind == "postgres" else str(backend.target)
+        # A slow model: the owner is paused while its turns wait for their answers.
+        hosts = {n: Host(n, db, tmp_path, lease=LEASE, delay=1.5) for n in ("a", "b")}
+        try:
+            ports = {n: await h.port() for n, h in hosts.items()}
+            async with trio.open_nursery() as nursery:
+                work = [(r, f"L:p{i}") for i, r in enumerate(rooms)]
+                for c in range(4):
+                    nursery.start_soon(_client, {"a": ports["a"]}, work, {}, set(), random.Random(c), {"a"})
+            assert {x.host for x in await store.leases()} == {"a"}
+            hosts["a"].proc.send_signal(signal.SIGSTOP)
+            try:
+                with trio.fail_after(60):  # b takes every room (its takeover scan) and answers the lines
+                    while {x.host for x in await store.leases()} != {"b"}:
+                        await trio.sleep(0.05)
+            finally:
+                hosts["a"].proc.send_signal(signal.SIGCONT)
+            await trio.sleep(2.5)  # a's turns finish their "thinking" and try to write
+            answered: Counter[str] = Counter()
+            for room in rooms:
+                for m in await store.read(room):
+                    if m.author == "commander":
+                        answered.update(TOKEN.findall(m.text))
+            assert sorted(answered) == sorted(f"L:p{i}" for i in range(20))
+            assert set(answered.values()) == {1}
+        finally:
+            for h in hosts.values():
+                h.stop()
+        for room, rows in _epochs(backend.kind, db).items():
+            epochs = [e for _, e in rows]
+            assert epochs == sorted(epochs), f"{room}: an older epoch wrote after a newer one: {rows}"
+        log = (tmp_path / "a.log").read_text()  # a learnt it lost the rooms: a refused write or a failed renewal
+        assert "Fenced" in log or "lease lost" in log, log[-2000:]
+    finally:
+        await store.close()
