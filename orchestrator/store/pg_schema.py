@@ -5,7 +5,7 @@ starting at once migrate a database exactly once, and a database newer than this
 """
 from __future__ import annotations
 
-VERSION = 2
+VERSION = 3
 MIGRATION_LOCK = 0x4F524348  # "ORCH": the advisory lock key that serialises migrations
 
 # MIGRATIONS[n] takes a database from version n to n + 1 (0: an empty database). Texts are stored as text,
@@ -38,5 +38,14 @@ MIGRATIONS: dict[int, tuple[str, ...]] = {
         "CREATE INDEX inbox_room ON inbox (room, posted)",
         # The epoch of the lease each message was written under (NULL: no lease), so a takeover can be audited.
         "ALTER TABLE messages ADD COLUMN epoch bigint",
+    ),
+    2: (
+        # What each model call and tool run spent (store/usage.py), as the SQLite store keeps it.
+        """CREATE TABLE usage (
+            id bigserial PRIMARY KEY, room text NOT NULL, ts double precision NOT NULL, agent text NOT NULL,
+            provider text NOT NULL, model text NOT NULL, kind text NOT NULL, name text NOT NULL,
+            input_tokens integer NOT NULL, output_tokens integer NOT NULL, cached_tokens integer NOT NULL,
+            estimated boolean NOT NULL, seconds double precision NOT NULL)""",
+        "CREATE INDEX usage_room ON usage (room)",
     ),
 }
