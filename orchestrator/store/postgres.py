@@ -29,7 +29,7 @@ _NOW = "extract(epoch from clock_timestamp())::double precision"
 _ROOMS = ("SELECT r.id, r.name, r.floor, r.created, r.meta, "
           "(SELECT count(*) FROM messages m WHERE m.room = r.id) AS messages FROM rooms r {where} "
           "ORDER BY r.created, r.id")
-_PLACEHOLDER = re.compile(r"\?|:(\w+)")
+_PLACEHOLDER = re.compile(r"\?|(?<!:):(\w+)")
 _UPSERT_TASK = "INSERT INTO tasks ({}) VALUES ({}) ON CONFLICT (id) DO UPDATE SET {}".format(
     ", ".join(TaskRecord.__struct_fields__), ", ".join(f"%({c})s" for c in TaskRecord.__struct_fields__),
     ", ".join(f"{c} = excluded.{c}" for c in TaskRecord.__struct_fields__ if c not in ("id", "created")))

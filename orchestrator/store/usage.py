@@ -77,7 +77,7 @@ _PG_TOTALS = """SELECT agent, provider, model,
     coalesce(sum(seconds) FILTER (WHERE kind = 'model'), 0) AS model_seconds,
     count(*) FILTER (WHERE kind = 'tool') AS tool_calls,
     coalesce(sum(seconds) FILTER (WHERE kind = 'tool'), 0) AS tool_seconds
-  FROM usage WHERE room = ANY(?) GROUP BY agent, provider, model ORDER BY min(id)"""
+  FROM usage WHERE room = ANY(?::text[]) GROUP BY agent, provider, model ORDER BY min(id)"""
 
 
 class UsageLog:
@@ -129,7 +129,7 @@ def _insert(db: sqlite_utils.Database, rows: list[dict]) -> None:
 
 def _totals(db: sqlite_utils.Database, rooms: list[str]) -> list[dict]:
     if not isinstance(db, sqlite_utils.Database):
-        cur = db.execute(_PG_TOTALS, [rooms])
+        cur = db.execute(_PG_TOTALS, [list(rooms)])
         return [dict(zip([d.name for d in cur.description], row)) for row in cur.fetchall()]
     return list(db.query(_TOTALS, [msgspec.json.encode(rooms).decode()]))
 
