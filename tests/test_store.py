@@ -225,12 +225,12 @@ async def test_one_host_holds_a_room_until_its_lease_runs_out(backend):
     a, b = await backend.open(), await backend.open()
     try:
         room = await a.create_room("r")
-        first = await a.acquire(room.id, "host-a", 0.5)
+        first = await a.acquire(room.id, "host-a", 30)
         assert first is not None and first.epoch == 1 and first.host == "host-a"
-        assert await b.acquire(room.id, "host-b", 0.5) is None
-        renewed = await a.renew(first, 0.5)
-        assert renewed is not None and renewed.epoch == 1 and renewed.expires >= first.expires
-        await trio.sleep(0.6)
+        assert await b.acquire(room.id, "host-b", 30) is None
+        renewed = await a.renew(first, 0.3)  # shortened: it runs out soon
+        assert renewed is not None and renewed.epoch == 1 and renewed.expires < first.expires
+        await trio.sleep(0.5)
         taken = await b.acquire(room.id, "host-b", 30)
         assert taken is not None and taken.epoch == 2
         assert await a.renew(first, 0.5) is None  # the old owner learns it lost the room
