@@ -304,7 +304,7 @@ def test_kill_at_random_moments_loses_and_breaks_nothing(tmp_path, backend):
     again = trio.run(_load_all, backend, sorted(listed))
     for room, events in again.items():
         assert _display(events) == _display(first_show[room]), f"{room} changed after its first show"
-    assert trio.run(_load_all, db, sorted(listed)) == again  # healing in the file is idempotent
+    assert trio.run(_load_all, backend, sorted(listed)) == again  # healing in the file is idempotent
 
     took = time.monotonic() - began
     print(f"\ncrash test ({backend.kind}): {KILLS} kills, typical run {typical:.2f}s, {len(listed)} rooms, "
