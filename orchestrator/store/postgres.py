@@ -19,7 +19,7 @@ import trio
 from orchestrator.core.errors import InputError
 from orchestrator.core.types import BLOCK_DECODER, Draft, Message
 from orchestrator.store import heal, pg_schema
-from orchestrator.store.db import _INSERT_MESSAGE, _OBJECT, _STRINGS, RoomRecord, TaskRecord, _json
+from orchestrator.store.db import _INSERT_MESSAGE, _OBJECT, _STRINGS, RoomRecord, TaskRecord, _json, _task_row
 from orchestrator.store.lease import Fenced, InboxLine, Lease
 from orchestrator.store.schema import UnusableDatabase
 
@@ -114,10 +114,12 @@ class PgStore:
     async def set_floor(self, room_id: str, owner: str) -> None:
         await self._run(self._set_room, room_id, "floor", owner)
 
-    async def append(self, room_id: str, draft: Draft) -> Message:
-        return (await self.append_many(room_id, [draft]))[0]
+    async def append(self, room_id: str, draft: Draft, *, task: TaskRecord | None = None) -> Message:
+        """Commit one message; with `task`, that task's row in the same transaction (an assignment)."""
+        return (await self.append_many(room_id, [draft], task=task))[0]
 
-    async def append_many(self, room_id: str, drafts: list[Draft]) -> list[Message]:
+    async def append_many(self, room_id: str, drafts: list[Draft], *,
+                          task: TaskRecord | None = None) -> list[Message]:
         epoch = self._epochs.get(room_id)
         delivery = self._deliveries.pop(room_id, None) if any(d.kind == "user" for d in drafts) else None
 
@@ -125,13 +127,14 @@ class PgStore:
             _fence(c, room_id, epoch)
             if delivery is not None:
                 c.execute("DELETE FROM inbox WHERE id = %s", [delivery])
+            if task is not None:
+                c.execute(_UPSERT_TASK, _task_row(task))
             return _insert(c, room_id, drafts, epoch)
 
         return await self._run(insert)
 
     async def put_task(self, task: TaskRecord) -> None:
-        now = time.time()
-        row = msgspec.structs.asdict(task) | {"created": task.created or now, "updated": now}
+        row = _task_row(task)
         epoch = self._epochs.get(task.room)
 
         def upsert(c: Any) -> None:
@@ -148,9 +151,10 @@ class PgStore:
 
         return await self._run(select)
 
-    async def load(self, room_id: str) -> list[Message]:
+    async def load(self, room_id: str, *, size: int | None = None) -> list[Message]:
         """Heal the room's history (S2) in one transaction, then return it in seq order. Read-only: healed in
-        a transaction that is rolled back, so the database is only read."""
+        a transaction that is rolled back, so the database is only read. (`size` picks SQLite's event-loop path;
+        here every call is one thread hop.)"""
         if self.readonly:
             return await self._run(_healed_copy, room_id)
         return await self._run(_heal, room_id, self._epochs.get(room_id))
