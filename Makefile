@@ -20,7 +20,7 @@ $(DEMO_STAMP): pyproject.toml | $(BIN)/python
 
 $(STAMP): pyproject.toml | $(BIN)/python
 	$(BIN)/python -m pip install --quiet --upgrade pip
-	$(BIN)/python -m pip install --quiet -e '.[dev,docs,vectors,mcp,otel,serve]'
+	$(BIN)/python -m pip install --quiet -e '.[dev,docs,vectors,mcp,otel,serve,postgres]'
 	touch $(STAMP) $(DEMO_STAMP)
 
 demo: $(DEMO_STAMP)
@@ -34,6 +34,7 @@ sandbox:
 		echo "note: bubblewrap (bwrap) is not installed; install it (apt-get install bubblewrap) to run the sandboxed tests"
 
 test: $(STAMP) sandbox
+	@$(BIN)/python tests/pgcluster.py  # says whether the PostgreSQL lane runs, and why not
 	$(BIN)/lint-imports --no-cache
 	@test -x /usr/bin/chromium || echo "NOTE: /usr/bin/chromium is missing, so the browser tests of \`serve\` are SKIPPED (apt-get install -y chromium)"
 	$(BIN)/python -m pytest -q -rs

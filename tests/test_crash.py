@@ -34,7 +34,6 @@ import yaml
 
 from orchestrator.core.events import EVENT_ENCODER, message_event
 from orchestrator.core.types import Message, TextBlock, ToolCallBlock, ToolResultBlock
-from orchestrator.store.db import Store
 from orchestrator.store.heal import INTERRUPTED, pairing_problems
 
 KILLS = 50
@@ -91,7 +90,7 @@ def cli(*args: str, timeout: float = 60) -> subprocess.CompletedProcess:
     return subprocess.run([*PY, *args], capture_output=True, timeout=timeout)
 
 
-def show(db: Path, room: str) -> list[dict]:
+def show(db: Path | str, room: str) -> list[dict]:
     r = cli("show", room, "--db", str(db), "--json")
     assert r.returncode == 0, f"show {room} exited {r.returncode}: {r.stderr.decode()[-2000:]}"
     events = [json.loads(line) for line in r.stdout.splitlines() if line.strip()]
@@ -99,7 +98,7 @@ def show(db: Path, room: str) -> list[dict]:
     return events
 
 
-def list_rooms(db: Path) -> dict[str, dict]:
+def list_rooms(db: Path | str) -> dict[str, dict]:
     r = cli("rooms", "--db", str(db), "--json")
     assert r.returncode == 0, r.stderr.decode()
     return {row["id"]: row for row in map(json.loads, r.stdout.splitlines())}
@@ -206,8 +205,8 @@ def phase(printed: list[dict]) -> str:
     return "model"
 
 
-async def _load_all(db: Path, rooms: list[str]) -> dict[str, list[dict]]:
-    store = await Store.open(db)
+async def _load_all(backend, rooms: list[str]) -> dict[str, list[dict]]:
+    store = await backend.open()
     try:
         out = {}
         for room in rooms:
@@ -219,11 +218,11 @@ async def _load_all(db: Path, rooms: list[str]) -> dict[str, list[dict]]:
 
 # --- the test ---------------------------------------------------------------------------------
 
-def test_kill_at_random_moments_loses_and_breaks_nothing(tmp_path):
+def test_kill_at_random_moments_loses_and_breaks_nothing(tmp_path, backend):
     began = time.monotonic()
     rng = random.Random(SEED)
     scn = write_scenario(tmp_path)
-    db = tmp_path / "rooms.db"
+    db = backend.target
     lines = user_lines()
     first_show: dict[str, list[dict]] = {}
 
@@ -302,13 +301,13 @@ def test_kill_at_random_moments_loses_and_breaks_nothing(tmp_path):
     # displayed, except the new ids and times of the results synthesized (no later run touched another room)
     listed = list_rooms(db)
     assert set(listed) == set(first_show)
-    again = trio.run(_load_all, db, sorted(listed))
+    again = trio.run(_load_all, backend, sorted(listed))
     for room, events in again.items():
         assert _display(events) == _display(first_show[room]), f"{room} changed after its first show"
-    assert trio.run(_load_all, db, sorted(listed)) == again  # healing in the file is idempotent
+    assert trio.run(_load_all, backend, sorted(listed)) == again  # healing in the file is idempotent
 
     took = time.monotonic() - began
-    print(f"\ncrash test: {KILLS} kills, typical run {typical:.2f}s, {len(listed)} rooms, "
+    print(f"\ncrash test ({backend.kind}): {KILLS} kills, typical run {typical:.2f}s, {len(listed)} rooms, "
           f"{interrupted} interrupted results synthesized, phases {dict(phases)}, {took:.1f}s in all")
     # the kills landed everywhere: before the room existed, while the model ran, during tool rounds
     assert phases["startup"] + phases["opening"] >= 2, phases

@@ -15,7 +15,8 @@ from pathlib import Path
 import msgspec
 import trio
 
-from orchestrator.cli.paths import default_db, private_file
+from orchestrator.cli.paths import database, default_db, private_file
+from orchestrator.store.backends import is_url
 from orchestrator.core.errors import InputError, ProviderError
 from orchestrator.memory.embeddings import ENV_MODEL, HttpEmbedder, embedder_from_config
 from orchestrator.memory.ingest import add_files, find_files
@@ -32,7 +33,7 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
     kb = subparsers.add_parser("kb", help="the knowledge base: add, search, list and remove documents")
     sub = kb.add_subparsers(dest="kb_command", required=True)
     db = argparse.ArgumentParser(add_help=False)
-    db.add_argument("--db", type=Path, default=default_db(), help="the SQLite file (default: %(default)s)")
+    db.add_argument("--db", type=database, default=default_db(), help="the SQLite file (default: %(default)s)")
     embed = argparse.ArgumentParser(add_help=False)
     embed.add_argument("--embed", metavar="PROVIDER/MODEL",
                        help=f"embedding model, e.g. ollama/nomic-embed-text, or `none` for full text only (default: "
@@ -62,6 +63,9 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
 @asynccontextmanager
 async def _knowledge(args: argparse.Namespace, *, create: bool = False,
                      write: bool = False) -> AsyncIterator[SqliteKnowledgeBase]:
+    if is_url(args.db):
+        raise InputError(f"{args.db}: the knowledge base lives in an SQLite file; pass --db PATH (a PostgreSQL "
+                         "store has no knowledge base yet)")
     if create:
         private_file(args.db)
     elif not args.db.exists():

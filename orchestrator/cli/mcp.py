@@ -10,7 +10,7 @@ from typing import Any
 import msgspec
 import trio
 
-from orchestrator.cli.paths import default_db
+from orchestrator.cli.paths import database, default_db
 from orchestrator.core.errors import InputError
 from orchestrator.mcplink.config import ServerConfig, configured
 
@@ -94,6 +94,6 @@ def add_parser(sub: Any) -> None:
                    help="run every agent on this model (default: $ORCHESTRATOR_MODEL)")
     s.add_argument("--scripted", type=Path, metavar="SCENARIO.yaml",
                    help="play a scenario's team and scripted models instead of a real model")
-    s.add_argument("--db", type=Path, default=default_db(), help="the SQLite file (default: %(default)s)")
+    s.add_argument("--db", type=database, default=default_db(), help="the SQLite file or postgresql:// URL (default: %(default)s)")
     s.add_argument("--workspace", type=Path, help="the agents' workspace folder")
     s.set_defaults(fn=cmd_serve)

@@ -5,7 +5,6 @@ Imported only by that command (it loads the `mcp` SDK). Rooms live on a `RoomHos
 a client's cancellation stops the room through the group stop and leaves it usable.
 """
 from contextlib import AsyncExitStack, asynccontextmanager
-from pathlib import Path
 from typing import Any, AsyncIterator
 
 import trio
@@ -17,6 +16,7 @@ from orchestrator.core.events import Event, MessageEvent, ToolStart
 from orchestrator.core.types import Message
 from orchestrator.room.host import RoomHost
 from orchestrator.room.room import USER, Room
+from orchestrator.cli.paths import open_db
 from orchestrator.store.db import Store
 
 INSTRUCTIONS = ("A team of AI agents under a commander. Give `ask_team` a line as you would type it in a group "
@@ -149,9 +149,7 @@ async def serve(args, setup_fn) -> int:
     """Serve until the client closes stdin. `setup_fn(args, store, stack)` builds the team, the models
     and the MCP hub as `chat` does (the same --team / --model / --scripted rules)."""
     async with AsyncExitStack() as stack:
-        db = Path(args.db)
-        db.parent.mkdir(parents=True, exist_ok=True)
-        store = await Store.open(db)
+        store = await open_db(args.db)
         stack.push_async_callback(store.close)
         setup = await setup_fn(args, store, stack)
         rooms = Rooms(store, setup)

@@ -17,11 +17,10 @@ from pathlib import Path
 import msgspec
 import trio
 
-from orchestrator.cli.paths import default_db, private_file
+from orchestrator.cli.paths import database, default_db, open_db
 from orchestrator.core.errors import InputError
 from orchestrator.memory import scan
 from orchestrator.memory.notes import TARGETS, Conflict, Memory, NoteError, Target
-from orchestrator.store.db import Store
 
 _SECTION = re.compile(r"===\s*(\S+)\s*===")
 _HEADER = """\
@@ -43,17 +42,13 @@ def add_parser(subparsers) -> None:
                             ("edit", cmd_edit, "change the profile and the notes in $EDITOR"),
                             ("export", cmd_export, "print the profile and the notes as JSON")):
         s = actions.add_parser(name, help=help_)
-        s.add_argument("--db", type=Path, default=default_db(), help="the SQLite file (default: %(default)s)")
+        s.add_argument("--db", type=database, default=default_db(), help="the SQLite file or postgresql:// URL (default: %(default)s)")
         s.set_defaults(fn=fn)
 
 
 @asynccontextmanager
 async def _memory(db: Path, *, create: bool = False) -> AsyncIterator[Memory]:
-    if not db.exists():
-        if not create:
-            raise InputError(f"{db}: no such database; pass --db PATH or set ORCHESTRATOR_DB")
-        private_file(db)
-    store = await Store.open(db, readonly=not create)  # show and export only read
+    store = await open_db(db, create=create, readonly=not create)  # show and export only read
     try:
         yield Memory(store)
     finally:

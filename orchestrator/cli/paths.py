@@ -6,21 +6,54 @@ from __future__ import annotations
 import os
 import time
 from pathlib import Path
+from typing import TYPE_CHECKING
+
+from orchestrator.core.errors import InputError
+from orchestrator.store.backends import is_url, open_store
+
+if TYPE_CHECKING:
+    from orchestrator.store.db import Store
+    from orchestrator.store.postgres import PgStore
 
 KEEP_RUNS = 50  # scenario runs kept for `rooms`/`show`; older ones are removed
 
 
-def default_db() -> Path:
+def database(text: str) -> Path | str:
+    """`--db`: a PostgreSQL URL as given (postgresql://…), else an SQLite file's path."""
+    return text if is_url(text) else Path(text)
+
+
+async def open_db(db: Path | str, *, create: bool = True, readonly: bool = False) -> Store | PgStore:
+    """The store `--db` names; a missing file is made (owner-only, its folder too) only when `create`."""
+    if not is_url(db):
+        db = Path(db)
+        if not db.exists():
+            if not create:
+                raise InputError(f"{db}: no such database; pass --db PATH or set ORCHESTRATOR_DB")
+            private_file(db)
+    return await open_store(db, readonly=readonly)
+
+
+def default_db() -> Path | str:
     if env := os.environ.get("ORCHESTRATOR_DB"):
-        return Path(env)
-    base = Path(os.environ.get("XDG_DATA_HOME") or Path.home() / ".local" / "share")
-    return base / "orchestrator" / "orchestrator.db"
+        return database(env)
+    return _data_dir() / "orchestrator.db"
+
+
+def _data_dir() -> Path:
+    return Path(os.environ.get("XDG_DATA_HOME") or Path.home() / ".local" / "share") / "orchestrator"
+
+
+def _home() -> Path:
+    """The chat database's folder, where the kept runs go too (the data folder when it is on PostgreSQL)."""
+    chat = default_db()
+    return chat.parent if isinstance(chat, Path) else _data_dir()
 
 
 def runs_dir() -> Path:
     """Each `orchestrator run` keeps its room in a database of its own here: a run starts from an
     empty memory and never writes into the rooms, notes or knowledge base of `chat`."""
-    return default_db().parent / "runs"
+    return _home() / "runs"
 
 
 def run_dbs() -> list[Path]:
@@ -31,7 +64,7 @@ def run_dbs() -> list[Path]:
 
 def new_run_db(name: str) -> Path:
     """A fresh database file for one run (older runs beyond KEEP_RUNS are removed)."""
-    private_dir(default_db().parent)
+    private_dir(_home())
     folder = private_dir(runs_dir())
     for old in run_dbs()[:-(KEEP_RUNS - 1) or None]:
         for f in (old, old.with_name(old.name + "-wal"), old.with_name(old.name + "-shm")):

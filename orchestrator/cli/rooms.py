@@ -13,11 +13,12 @@ from typing import Any
 
 import msgspec
 
-from orchestrator.cli.paths import default_db, run_dbs, runs_dir
+from orchestrator.cli.paths import database, default_db, open_db, run_dbs, runs_dir
 from orchestrator.cli.transcript import Printer, json_out, reader_may_leave
 from orchestrator.core.errors import InputError
 from orchestrator.core.events import message_event
-from orchestrator.store.db import RoomRecord, Store
+from orchestrator.store.backends import is_url
+from orchestrator.store.db import RoomRecord
 from orchestrator.store.export import to_markdown
 from orchestrator.store.usage import UsageLog, table
 
@@ -26,19 +27,20 @@ def when(ts: float) -> str:
     return dt.datetime.fromtimestamp(ts).strftime("%Y-%m-%d %H:%M")
 
 
-def _databases(args) -> list[Path]:
+def _databases(args) -> list[Path | str]:
     """`--db` alone when given (it must exist), else the chat database and the kept runs that exist."""
     if args.db is not None:
-        if not args.db.exists():
+        if not is_url(args.db) and not args.db.exists():
             raise InputError(f"{args.db}: no such database; pass --db PATH or set ORCHESTRATOR_DB")
         return [args.db]
-    return [db for db in (default_db(), *run_dbs()) if db.exists()]
+    chat = default_db()
+    return [db for db in (chat, *run_dbs()) if is_url(db) or db.exists()]
 
 
-async def _listed(dbs: list[Path]) -> list[tuple[Path, RoomRecord]]:
-    found: list[tuple[Path, RoomRecord]] = []
+async def _listed(dbs: list[Path | str]) -> list[tuple[Path | str, RoomRecord]]:
+    found: list[tuple[Path | str, RoomRecord]] = []
     for db in dbs:
-        store = await Store.open(db, readonly=True)
+        store = await open_db(db, create=False, readonly=True)
         try:
             found += [(db, r) for r in await store.rooms()]
         finally:
@@ -59,7 +61,7 @@ async def cmd_rooms(args) -> int:
             print(msgspec.json.encode({"id": r.id, "name": r.name, "created": r.created, "floor": r.floor,
                                        "messages": r.messages, "db": str(db)}).decode())
             continue
-        group = "scenario runs" if db.parent == runs_dir() and args.db is None else str(db)
+        group = "scenario runs" if not is_url(db) and db.parent == runs_dir() and args.db is None else str(db)
         if group != heading and (args.db is None):
             print(f"{group}:" if group == "scenario runs" else f"chat rooms ({db}):")
             heading = group
@@ -94,7 +96,7 @@ async def find_room(args) -> tuple[Path, RoomRecord]:
 
 async def _load(args):
     db, record = await find_room(args)
-    store = await Store.open(db, readonly=True)
+    store = await open_db(db, create=False, readonly=True)
     try:
         return record, await store.load(record.id)
     finally:
@@ -119,7 +121,7 @@ async def _usage(args) -> int:
 
     db, record = await find_room(args)
     async with Registry.load() as registry:
-        store = await Store.open(db, readonly=True)
+        store = await open_db(db, create=False, readonly=True)
         try:
             report = await UsageLog(store).report([record.id], registry.catalog.price)
         finally:
@@ -145,8 +147,9 @@ def add_parsers(sub: Any) -> None:
         s = sub.add_parser(name, help=help_, description=help_[0].upper() + help_[1:] + ".")
         if name != "rooms":
             s.add_argument("room", help="room id (or a unique prefix, or its name)")
-        s.add_argument("--db", type=Path, default=None,
-                       help=f"read only this SQLite file (default: {default_db()} and the kept scenario runs)")
+        s.add_argument("--db", type=database, default=None,
+                       help=f"read only this SQLite file or postgresql:// URL (default: {default_db()} and the "
+                            "kept scenario runs)")
         if name == "export":
             s.add_argument("--format", choices=["jsonl", "md"], default="md")
         else:

@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING, Any
 
 import msgspec
 
-from orchestrator.cli.paths import new_run_db
+from orchestrator.cli.paths import database, new_run_db
 from orchestrator.core.errors import InputError
 from orchestrator.scenario.shipped import describe, find_scenario, shipped
 
@@ -66,6 +66,12 @@ async def cmd_run(args) -> int:
     return 0 if result.check.ok else 1
 
 
+def _postgres(text: str) -> str:
+    if not isinstance(database(text), str):
+        raise ValueError(text)
+    return text
+
+
 def _scenario_files(paths: list[str]) -> list[Path]:
     files: list[Path] = []
     for p in map(Path, paths):
@@ -107,7 +113,12 @@ async def cmd_check(args) -> int:
             if key in names:
                 raise InputError(f"{path}:1: name {scn.name!r} is already used by {names[key]}")
             names[key] = path
-            result = await run_scenario(scn)
+            if args.db is None:
+                result = await run_scenario(scn)
+            else:
+                from orchestrator.store.postgres import scratch
+                async with scratch(args.db, scn.name) as db:
+                    result = await run_scenario(scn, db=db)
         except InputError as exc:
             bad += 1
             print(f"BAD   {path}: {exc}")
@@ -133,8 +144,8 @@ def add_parsers(sub: Any) -> None:
     r.add_argument("file", metavar="SCENARIO", help="a scenario file, or a shipped scenario's name")
     r.add_argument("--json", action="store_true", help="print the event stream as JSON lines")
     r.add_argument("--model", help="run every agent on this real model (provider/model)")
-    r.add_argument("--db", type=Path, help="keep the room in this SQLite file (default: a new file among the "
-                                           "kept runs, which `orchestrator rooms` lists)")
+    r.add_argument("--db", type=database, help="keep the room in this SQLite file or postgresql:// database "
+                   "(default: a new file among the kept runs, which `orchestrator rooms` lists)")
     r.add_argument("--workspace", type=Path, help="the agents' workspace folder")
     r.add_argument("--trace", type=Path, metavar="FILE.jsonl",
                    help="write a span (OpenTelemetry GenAI names) per line, agent turn, model call and tool run "
@@ -147,6 +158,8 @@ def add_parsers(sub: Any) -> None:
                                    "name) on its scripted models and report PASS or FAIL for each. Exit codes: "
                                    "0 all held, 1 one failed, 2 a file is not a valid scenario.")
     c.add_argument("paths", nargs="+", metavar="SCENARIO_OR_FOLDER")
+    c.add_argument("--db", type=_postgres, help="run every scenario on this PostgreSQL server (postgresql://…), "
+                   "each in a schema of its own that is dropped afterwards (default: a temporary SQLite file each)")
     c.set_defaults(fn=cmd_check)
 
     s = sub.add_parser("scenarios", help="list the shipped scenarios",

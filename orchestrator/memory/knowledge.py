@@ -539,3 +539,33 @@ class MemoryKnowledgeBase(SqliteKnowledgeBase):
     async def aclose(self) -> None:
         with trio.CancelScope(shield=True):  # `finally: await kb.aclose()` still closes inside a cancelled scope
             await self._run(sqlite_utils.Database.close)
+
+
+class NoKnowledge:
+    """The knowledge base of a PostgreSQL store, which keeps none yet (the kb_* tables need SQLite's FTS5):
+    searches find nothing and adding says where documents can go."""
+
+    embedder: Embedder | None = None
+    chunking = Chunking()
+
+    async def add_document(self, path: str, text: str, *, digest: str | None = None) -> AddResult:
+        raise KnowledgeError("the knowledge base lives in an SQLite store; this room's store is PostgreSQL")
+
+    async def remove_document(self, path: str) -> bool:
+        return False
+
+    async def list_documents(self) -> list[Document]:
+        return []
+
+    async def search(self, query: str, k: int = 5, mode: Mode = "hybrid") -> list[Hit]:
+        return []
+
+    async def aclose(self) -> None:
+        pass
+
+
+async def for_store(store: Any) -> KnowledgeBase:
+    """The knowledge base kept beside the store's rooms: the kb_* tables of an SQLite store."""
+    if isinstance(store, Store):
+        return await SqliteKnowledgeBase.open(store)
+    return NoKnowledge()

@@ -169,6 +169,8 @@ def _entry_numbers(numbers: list[int]) -> str:
 # --- in the store's thread ------------------------------------------------------------------
 
 def _create(db: sqlite_utils.Database) -> None:
+    if not isinstance(db, sqlite_utils.Database):
+        return  # PostgreSQL: the table is made by the store's migrations
     db["memory"].create({"id": int, "target": str, "text": str}, pk="id", if_not_exists=True)
 
 

@@ -26,7 +26,7 @@ from orchestrator.engine.runner import CANCELLED, Agent, next_request, run_turn
 from orchestrator.providers.base import Provider
 from orchestrator.providers.catalog import ModelInfo
 from orchestrator.providers.config import load_config
-from orchestrator.memory.knowledge import KnowledgeBase, SqliteKnowledgeBase
+from orchestrator.memory.knowledge import KnowledgeBase, for_store
 from orchestrator.memory.notes import Memory
 from orchestrator.mcplink.config import grant_problem, is_grant
 from orchestrator.mcplink.servers import Hub, default_log_dir, open_hub
@@ -186,7 +186,7 @@ class Room:
             if on_event:
                 room.subscribe(on_event)
             room.models = models
-            room.knowledge = knowledge or await SqliteKnowledgeBase.open(store)
+            room.knowledge = knowledge or await for_store(store)
             room._room_tools["search_knowledge"] = kb_tool(room.knowledge)
             await room._restore(messages)
             room._floor.announce()

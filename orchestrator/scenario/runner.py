@@ -27,6 +27,7 @@ from orchestrator.room.skills import shipped
 from orchestrator.scenario.expect import Outcome, check
 from orchestrator.scenario.schema import Scenario, ScriptItem
 from orchestrator.skills.library import stand_in_roots
+from orchestrator.store.backends import open_store
 from orchestrator.store.db import Store
 from orchestrator.store.usage import PriceOf, UsageLog, UsageReport
 
@@ -95,7 +96,7 @@ async def run_scenario(scn: Scenario, *, db: Path | None = None, workspace: Path
 
     with tempfile.TemporaryDirectory(prefix="orchestrator-") as tmp:
         ws = prepare_workspace(scn, workspace, tmp)
-        store = await Store.open(db or Path(tmp) / "room.db")
+        store = await open_store(db or Path(tmp) / "room.db")
         try:
             async with AsyncExitStack() as stack:
                 # One hub for the whole run, so a restart turn reopens the room, not the MCP servers.

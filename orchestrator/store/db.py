@@ -23,11 +23,13 @@ import trio
 
 from orchestrator.core.types import BLOCK_DECODER, ENCODER, Draft, Message
 from orchestrator.store import heal, schema
+from orchestrator.store.lease import Fenced, InboxLine, Lease
 from orchestrator.store.schema import UnusableDatabase
 from orchestrator.store.sqlite import sqlite_utils
 
 T = TypeVar("T")
 BUSY_WAIT_MS = 5000
+INBOX_POLL = 0.05  # seconds between looks at the inbox on SQLite, so a line reaches its owner this fast
 
 _STRINGS = msgspec.json.Decoder(list[str])
 _OBJECT = msgspec.json.Decoder(dict)
@@ -63,8 +65,9 @@ class TaskRecord(msgspec.Struct, kw_only=True):
     updated: float = 0.0
 
 
-_INSERT_MESSAGE = "INSERT INTO messages ({}) VALUES ({})".format(
+_INSERT_MESSAGE = "INSERT INTO messages ({}, epoch) VALUES ({}, :epoch)".format(
     ", ".join(Message.__struct_fields__), ", ".join(":" + c for c in Message.__struct_fields__))
+_SELECT_MESSAGES = f"SELECT {', '.join(Message.__struct_fields__)} FROM messages WHERE room = ? AND seq > ? ORDER BY seq"
 _UPSERT_TASK = "INSERT INTO tasks ({}) VALUES ({}) ON CONFLICT (id) DO UPDATE SET {}".format(
     ", ".join(TaskRecord.__struct_fields__), ", ".join(":" + c for c in TaskRecord.__struct_fields__),
     ", ".join(f"{c} = excluded.{c}" for c in TaskRecord.__struct_fields__ if c not in ("id", "created")))
@@ -77,6 +80,10 @@ class Store:
         self.readonly = readonly
         # One connection shared by the event loop and worker threads: the limiter keeps them from overlapping.
         self._limiter = trio.CapacityLimiter(1)
+        # The epoch of each room this store's host leased: every write to that room carries it (fencing).
+        self._epochs: dict[str, int] = {}
+        # The inbox line that the room's next user message delivers (deleted in the append's transaction).
+        self._deliveries: dict[str, str] = {}
 
     @classmethod
     async def open(cls, path: str | PathLike[str], *, readonly: bool = False) -> Store:
@@ -127,17 +134,140 @@ class Store:
 
     async def append_many(self, room_id: str, drafts: list[Draft], *,
                           task: TaskRecord | None = None) -> list[Message]:
+        epoch = self._epochs.get(room_id)
+        delivery = self._deliveries.pop(room_id, None) if any(d.kind == "user" for d in drafts) else None
+
         def insert() -> list[Message]:
             with immediate(self._db):
+                _fence(self._db, room_id, epoch)
+                if delivery is not None:
+                    self._db.conn.execute("DELETE FROM inbox WHERE id = ?", [delivery])
                 if task is not None:
                     self._db.conn.execute(_UPSERT_TASK, _task_row(task))
-                return _insert(self._db, room_id, drafts)
+                return _insert(self._db, room_id, drafts, epoch)
 
         return await self._now(insert)
 
     async def put_task(self, task: TaskRecord) -> None:
         """Insert or update by id; the first `created` is kept, `updated` is now."""
-        await self._now(self._db.execute, _UPSERT_TASK, _task_row(task))
+        row = _task_row(task)
+        epoch = self._epochs.get(task.room)
+
+        def upsert() -> None:
+            with immediate(self._db):
+                _fence(self._db, task.room, epoch)
+                self._db.conn.execute(_UPSERT_TASK, row)
+
+        await self._now(upsert)
+
+    async def read(self, room_id: str, after: int = 0) -> list[Message]:
+        """The room's messages with seq > `after`, as stored (no healing): how a follower tails a room."""
+        return await self._now(_messages, self._db, room_id, after)
+
+    # --- leases: one host runs a room at a time ------------------------------------------------
+
+    async def acquire(self, room_id: str, host: str, seconds: float) -> Lease | None:
+        """Take the room if nobody holds it or its lease ran out: the epoch goes up by one, and from now on
+        every write of this store to the room carries it. None while another host's lease is live."""
+        def take() -> Lease | None:
+            with immediate(self._db):
+                now = time.time()
+                row = self._db.conn.execute("SELECT host, epoch, expires FROM leases WHERE room = ?",
+                                            [room_id]).fetchone()
+                if row is not None and row[2] > now:
+                    return None
+                if self._db.conn.execute("SELECT 1 FROM rooms WHERE id = ?", [room_id]).fetchone() is None:
+                    raise KeyError(f"no room {room_id!r}")
+                lease = Lease(room=room_id, host=host, epoch=(row[1] if row else 0) + 1, expires=now + seconds)
+                self._db.conn.execute("INSERT INTO leases (room, host, epoch, expires) VALUES (?, ?, ?, ?) "
+                                      "ON CONFLICT (room) DO UPDATE SET host = excluded.host, "
+                                      "epoch = excluded.epoch, expires = excluded.expires",
+                                      [lease.room, lease.host, lease.epoch, lease.expires])
+                return lease
+
+        lease = await self._now(take)
+        if lease is not None:
+            self._epochs[room_id] = lease.epoch
+        return lease
+
+    async def renew(self, lease: Lease, seconds: float) -> Lease | None:
+        """Extend a lease still held (its epoch unchanged); None once another host has taken the room."""
+        def extend() -> Lease | None:
+            with immediate(self._db):
+                expires = time.time() + seconds
+                done = self._db.conn.execute("UPDATE leases SET expires = ? WHERE room = ? AND epoch = ?",
+                                             [expires, lease.room, lease.epoch]).rowcount
+                return msgspec.structs.replace(lease, expires=expires) if done else None
+
+        return await self._now(extend)
+
+    async def renew_all(self, leases: list[Lease], seconds: float) -> list[Lease | None]:
+        """`renew` for every lease a host holds, in one transaction."""
+        def extend() -> list[Lease | None]:
+            with immediate(self._db):
+                expires = time.time() + seconds
+                return [msgspec.structs.replace(lease, expires=expires) if self._db.conn.execute(
+                    "UPDATE leases SET expires = ? WHERE room = ? AND epoch = ?",
+                    [expires, lease.room, lease.epoch]).rowcount else None for lease in leases]
+
+        return await self._now(extend) if leases else []
+
+    async def release(self, lease: Lease) -> None:
+        """Let another host take the room at once. The epoch stays: writes by this store are refused only
+        once another host has taken it."""
+        def end() -> None:
+            with immediate(self._db):
+                self._db.conn.execute("UPDATE leases SET expires = 0 WHERE room = ? AND epoch = ?",
+                                      [lease.room, lease.epoch])
+
+        await self._now(end)
+
+    async def leases(self) -> list[Lease]:
+        rows = await self._now(lambda: self._db.conn.execute(
+            "SELECT room, host, epoch, expires FROM leases ORDER BY room").fetchall())
+        return [Lease(room=r, host=h, epoch=e, expires=x) for r, h, e, x in rows]
+
+    async def clock(self) -> float:
+        """Now, on the clock that lease expiries are written in."""
+        return time.time()
+
+    # --- the inbox: lines for a room another host runs ------------------------------------------
+
+    async def send(self, room_id: str, text: str, *, author: str = "user") -> InboxLine:
+        """Queue a line for the room's owner; once this returns the line is stored (acknowledged)."""
+        line = InboxLine(id=uuid4().hex, room=room_id, author=author, text=text, posted=time.time())
+
+        def insert() -> None:
+            with immediate(self._db):
+                self._db.conn.execute("INSERT INTO inbox (id, room, author, text, posted) VALUES (?, ?, ?, ?, ?)",
+                                      [line.id, line.room, line.author, line.text, line.posted])
+
+        await self._now(insert)
+        return line
+
+    async def inbox(self, rooms: list[str] | None = None) -> list[InboxLine]:
+        """Waiting lines, oldest first: for `rooms`, or all."""
+        def select() -> list[InboxLine]:
+            rows = self._db.conn.execute("SELECT id, room, author, text, posted FROM inbox ORDER BY posted, id")
+            wanted = None if rooms is None else set(rooms)
+            return [InboxLine(id=i, room=r, author=a, text=t, posted=p) for i, r, a, t, p in rows
+                    if wanted is None or r in wanted]
+
+        return await self._now(select)
+
+    def deliver(self, line: InboxLine) -> None:
+        """The room's next user message is `line`: its append deletes the line from the inbox in the same
+        transaction, so a line is in the inbox or in the room, never both and never neither."""
+        self._deliveries[line.room] = line.id
+
+    def undeliver(self, room_id: str) -> None:
+        """Forget a delivery whose append did not happen (refused or failed): the line stays in the inbox."""
+        self._deliveries.pop(room_id, None)
+
+    async def wait_inbox(self, seconds: float) -> None:
+        """Until a line may have arrived, at most `seconds`: on one machine there is no wake-up channel, so
+        this is one poll interval (an indexed read of a small table)."""
+        await trio.sleep(min(seconds, INBOX_POLL))
 
     async def tasks(self, room_id: str) -> list[TaskRecord]:
         def select() -> list[TaskRecord]:
@@ -154,9 +284,10 @@ class Store:
         """
         if self.readonly:
             return await self._run(_healed_copy, self._db, room_id)
+        epoch = self._epochs.get(room_id)
         if size is not None and size <= SMALL_ROOM:
-            return await self._now(_heal, self._db, room_id)
-        return await self._run(_heal, self._db, room_id)
+            return await self._now(_heal, self._db, room_id, epoch)
+        return await self._run(_heal, self._db, room_id, epoch)
 
     async def messages(self, room_id: str, after: int = 0) -> list[Message]:
         """The stored history after `seq` as it is, without healing: for readers of a room that is
@@ -208,8 +339,10 @@ class Store:
             raise
 
     def _set_room(self, room_id: str, column: str, value: str) -> None:
-        if not self._db.execute(f"UPDATE rooms SET {column} = ? WHERE id = ?", [value, room_id]).rowcount:
-            raise KeyError(f"no room {room_id!r}")
+        with immediate(self._db):
+            _fence(self._db, room_id, self._epochs.get(room_id))
+            if not self._db.conn.execute(f"UPDATE rooms SET {column} = ? WHERE id = ?", [value, room_id]).rowcount:
+                raise KeyError(f"no room {room_id!r}")
 
 
 def _patiently(db: sqlite_utils.Database, fn: Callable[..., T], *args: Any) -> T:
@@ -226,7 +359,16 @@ def _rooms(db: sqlite_utils.Database, where: str, ref: str | None = None) -> lis
     return [msgspec.convert(r | {"meta": _OBJECT.decode(r["meta"])}, RoomRecord) for r in rows]
 
 
-def _insert(db: sqlite_utils.Database, room_id: str, drafts: list[Draft]) -> list[Message]:
+def _fence(db: sqlite_utils.Database, room_id: str, epoch: int | None) -> None:
+    """Inside the write's transaction: refuse it if another host took the room after `epoch`."""
+    if epoch is None:
+        return
+    row = db.conn.execute("SELECT epoch FROM leases WHERE room = ?", [room_id]).fetchone()
+    if row is not None and row[0] > epoch:
+        raise Fenced(room_id, epoch, row[0])
+
+
+def _insert(db: sqlite_utils.Database, room_id: str, drafts: list[Draft], epoch: int | None) -> list[Message]:
     # The last seq and ts are kept in the room row, so a seq freed by healing is never handed out again.
     conn = db.conn
     if len(drafts) == 1:  # the common case, one statement fewer: the row is moved on and read back at once
@@ -234,7 +376,7 @@ def _insert(db: sqlite_utils.Database, room_id: str, drafts: list[Draft]) -> lis
         if not found:
             raise KeyError(f"no room {room_id!r}")
         m = _message(room_id, *found[0], drafts[0])
-        conn.execute(_INSERT_MESSAGE, _row(m))
+        conn.execute(_INSERT_MESSAGE, _row(m, epoch))
         return [m]
     found = conn.execute("SELECT last_seq, last_ts FROM rooms WHERE id = ?", [room_id]).fetchone()
     if found is None:
@@ -245,7 +387,7 @@ def _insert(db: sqlite_utils.Database, room_id: str, drafts: list[Draft]) -> lis
         now = time.time()
         seq, ts = seq + 1, now if now > ts else ts + 1e-6
         m = _message(room_id, seq, ts, draft)
-        conn.execute(_INSERT_MESSAGE, _row(m))
+        conn.execute(_INSERT_MESSAGE, _row(m, epoch))
         messages.append(m)
     conn.execute("UPDATE rooms SET last_seq = ?, last_ts = ? WHERE id = ?", [seq, ts, room_id])
     return messages
@@ -265,20 +407,22 @@ def _message(room_id: str, seq: int, ts: float, draft: Draft) -> Message:
     return Message(id=uuid4().hex, room=room_id, seq=seq, ts=ts, **msgspec.structs.asdict(draft))
 
 
-def _row(m: Message) -> dict:
+def _row(m: Message, epoch: int | None) -> dict:
     return msgspec.structs.asdict(m) | {
-        "blocks": _json(m.blocks), "visible_to": _json(m.visible_to), "replaces": _json(m.replaces)}
+        "blocks": _json(m.blocks), "visible_to": _json(m.visible_to), "replaces": _json(m.replaces),
+        "epoch": epoch}
 
 
 def _messages(db: sqlite_utils.Database, room_id: str, after: int = 0) -> list[Message]:
-    rows = db.query("SELECT * FROM messages WHERE room = ? AND seq > ? ORDER BY seq", [room_id, after])
+    rows = db.query(_SELECT_MESSAGES, [room_id, after])
     return [Message(**r | {"blocks": BLOCK_DECODER.decode(r["blocks"]),
                            "visible_to": _STRINGS.decode(r["visible_to"]),
                            "replaces": _STRINGS.decode(r["replaces"])}) for r in rows]
 
 
-def _heal(db: sqlite_utils.Database, room_id: str) -> list[Message]:
+def _heal(db: sqlite_utils.Database, room_id: str, epoch: int | None = None) -> list[Message]:
     with immediate(db):
+        _fence(db, room_id, epoch)
         messages = _messages(db, room_id)
         # Synthesized results are appended last and may sit before a sibling's result;
         # the second round only reorders those.
@@ -286,7 +430,7 @@ def _heal(db: sqlite_utils.Database, room_id: str) -> list[Message]:
             fix = heal.plan(messages)
             if fix.empty():
                 break
-            _apply(db, room_id, fix)
+            _apply(db, room_id, fix, epoch)
             messages = _messages(db, room_id)
         return messages
 
@@ -307,14 +451,14 @@ def _healed_copy(db: sqlite_utils.Database, room_id: str) -> list[Message]:
         scratch.close()
 
 
-def _apply(db: sqlite_utils.Database, room_id: str, fix: heal.HealPlan) -> None:
+def _apply(db: sqlite_utils.Database, room_id: str, fix: heal.HealPlan, epoch: int | None) -> None:
     for message_id in fix.delete:
         db.execute("DELETE FROM messages WHERE id = ?", [message_id])
     # Through negative seqs, so that no intermediate state breaks UNIQUE (room, seq).
     for message_id, seq in fix.reseq:
         db.execute("UPDATE messages SET seq = ? WHERE id = ?", [-seq, message_id])
     db.execute("UPDATE messages SET seq = -seq WHERE room = ? AND seq < 0", [room_id])
-    _insert(db, room_id, [draft for _, draft in fix.add])
+    _insert(db, room_id, [draft for _, draft in fix.add], epoch)
 
 
 @contextlib.contextmanager
@@ -322,7 +466,12 @@ def immediate(db: sqlite_utils.Database) -> Iterator[None]:
     """One write transaction, for every owner of tables in the store's file.
 
     IMMEDIATE takes the write lock before our first read, so another process cannot commit
-    between that read and our write (a deferred BEGIN fails there with "database is locked")."""
+    between that read and our write (a deferred BEGIN fails there with "database is locked").
+    On the PostgreSQL store `db` is its session, and this is a transaction (a savepoint) there."""
+    if not isinstance(db, sqlite_utils.Database):
+        with db.transaction():
+            yield
+        return
     conn = db.conn  # not sqlite-utils' wrappers: this runs for every message
     conn.execute("BEGIN IMMEDIATE")
     try:

@@ -12,9 +12,10 @@ from pathlib import Path
 from orchestrator.core.errors import InputError
 
 APPLICATION_ID = 0x4F524348  # "ORCH" in the file header: how another tool (and we) tell the file apart
-VERSION = 1
-# Versions whose tables this code reads as they are, so a read-only command needs no migration.
-READABLE = frozenset({0, 1})
+VERSION = 2
+# Versions whose tables this code reads as they are, so a read-only command needs no migration
+# (version 2 only added the leases and the inbox, which reading a room does not need).
+READABLE = frozenset({0, 1, 2})
 
 # The tables as the first release created them (through sqlite-utils); a new file gets the same text, so
 # a migrated file and a new one are alike.
@@ -28,6 +29,15 @@ TABLES = {
               '   "kind" TEXT,\n   "status" TEXT,\n   "task" TEXT,\n   "result" TEXT,\n   "background" INTEGER,\n'
               '   "read" INTEGER,\n   "created" REAL,\n   "updated" REAL\n)'),
 }
+# Version 2: who runs each room (one writer, fenced by epoch) and the lines waiting for a room's owner.
+TABLES_V2 = {
+    "leases": ('CREATE TABLE "leases" (\n   "room" TEXT PRIMARY KEY,\n   "host" TEXT,\n   "epoch" INTEGER,\n'
+               '   "expires" REAL\n)'),
+    "inbox": ('CREATE TABLE "inbox" (\n   "id" TEXT PRIMARY KEY,\n   "room" TEXT,\n   "author" TEXT,\n'
+              '   "text" TEXT,\n   "posted" REAL\n)'),
+}
+# The epoch of the lease under which each message was written (NULL: no lease), so a takeover can be audited.
+MESSAGE_EPOCH = 'ALTER TABLE "messages" ADD COLUMN "epoch" INTEGER'
 INDEXES = {"idx_messages_room_seq": 'CREATE UNIQUE INDEX "idx_messages_room_seq"\n    ON "messages" ("room", "seq")'}
 _COLUMNS = {
     "rooms": ("id", "name", "floor", "created", "meta", "last_seq", "last_ts"),
@@ -36,6 +46,8 @@ _COLUMNS = {
     "tasks": ("id", "room", "agent", "kind", "status", "task", "result", "background", "read", "created",
               "updated"),
 }
+_COLUMNS_V2 = {"leases": ("room", "host", "epoch", "expires"), "inbox": ("id", "room", "author", "text", "posted"),
+               "messages": ("epoch",)}
 # Every table the unmarked first release (version 0) could hold: the store's, memory's and the
 # knowledge base's (FTS5 keeps its index in the `_data`.. `_config` tables).
 _V0_TABLES = frozenset(TABLES) | {
@@ -98,7 +110,7 @@ def inspect(conn: sqlite3.Connection, path: str) -> int | None:
         if version > VERSION:
             raise UnusableDatabase(f"{path}: written by a newer release of orchestrator (store version {version}, "
                                    f"this one knows up to {VERSION}); upgrade orchestrator")
-        if problem := _damage(conn, tables):
+        if problem := _damage(conn, tables, version):
             raise UnusableDatabase(f"{path}: the database is damaged ({problem}); {_MOVE_ASIDE}")
         return version
     if app != 0 or version != 0 or not tables <= _V0_TABLES:
@@ -106,16 +118,17 @@ def inspect(conn: sqlite3.Connection, path: str) -> int | None:
                                "it was left untouched; pass --db another path")
     if not objects:
         return None
-    if problem := _damage(conn, tables):
+    if problem := _damage(conn, tables, 0):
         raise UnusableDatabase(f"{path}: the database is damaged ({problem}); {_MOVE_ASIDE}")
     return 0
 
 
-def _damage(conn: sqlite3.Connection, tables: set[str]) -> str:
-    missing = [t for t in TABLES if t not in tables]
+def _damage(conn: sqlite3.Connection, tables: set[str], version: int) -> str:
+    missing = [t for t in (*TABLES, *(TABLES_V2 if version >= 2 else ())) if t not in tables]
     if missing:
         return f"table {', '.join(missing)} is missing"
-    for table, wanted in _COLUMNS.items():
+    columns = [(t, c) for t, c in _COLUMNS.items()] + (list(_COLUMNS_V2.items()) if version >= 2 else [])
+    for table, wanted in columns:
         have = {row[1] for row in conn.execute(f'PRAGMA table_info("{table}")')}
         if lost := [c for c in wanted if c not in have]:
             return f"table {table} lacks column {', '.join(lost)}"
@@ -130,12 +143,12 @@ def upgrade(conn: sqlite3.Connection, found: int | None) -> None:
 
     The caller holds the write transaction, so the marks and the tables change together.
     """
-    if found is None:
+    if found is None:  # the first release's tables, then every migration: a new file is a migrated one
         for sql in (*TABLES.values(), *INDEXES.values()):
             conn.execute(sql)
-    else:
-        for version in range(found, VERSION):
-            MIGRATIONS[version](conn)
+        found = 1
+    for version in range(found, VERSION):
+        MIGRATIONS[version](conn)
     conn.execute(f"PRAGMA application_id = {APPLICATION_ID}")
     conn.execute(f"PRAGMA user_version = {VERSION}")
 
@@ -144,8 +157,16 @@ def _from_unmarked(conn: sqlite3.Connection) -> None:
     """0 → 1: the first release's tables are this version's; only the marks were missing."""
 
 
+def _leases_and_inbox(conn: sqlite3.Connection) -> None:
+    """1 → 2: rooms run by several host processes (leases with epochs, each message's epoch) and the lines
+    sent to a room's owner."""
+    for sql in TABLES_V2.values():
+        conn.execute(sql)
+    conn.execute(MESSAGE_EPOCH)
+
+
 # MIGRATIONS[n] takes a file from version n to n + 1; a schema change adds one and bumps VERSION.
-MIGRATIONS: dict[int, Callable[[sqlite3.Connection], None]] = {0: _from_unmarked}
+MIGRATIONS: dict[int, Callable[[sqlite3.Connection], None]] = {0: _from_unmarked, 1: _leases_and_inbox}
 
 
 def damage(exc: sqlite3.Error, path: str) -> UnusableDatabase | None:

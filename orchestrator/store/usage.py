@@ -69,6 +69,15 @@ _TOTALS = """SELECT agent, provider, model,
     total(CASE WHEN kind = 'model' THEN seconds END) AS model_seconds,
     sum(kind = 'tool') AS tool_calls, total(CASE WHEN kind = 'tool' THEN seconds END) AS tool_seconds
   FROM usage WHERE room IN (SELECT value FROM json_each(?)) GROUP BY agent, provider, model ORDER BY min(rowid)"""
+# The same totals in PostgreSQL's words (its table is made by the store's migrations, store/pg_schema.py).
+_PG_TOTALS = """SELECT agent, provider, model,
+    count(*) FILTER (WHERE kind = 'model') AS calls, sum(input_tokens) AS input_tokens,
+    sum(output_tokens) AS output_tokens, sum(cached_tokens) AS cached_tokens,
+    count(*) FILTER (WHERE kind = 'model' AND estimated) AS estimated_calls,
+    coalesce(sum(seconds) FILTER (WHERE kind = 'model'), 0) AS model_seconds,
+    count(*) FILTER (WHERE kind = 'tool') AS tool_calls,
+    coalesce(sum(seconds) FILTER (WHERE kind = 'tool'), 0) AS tool_seconds
+  FROM usage WHERE room = ANY(?::text[]) GROUP BY agent, provider, model ORDER BY min(id)"""
 
 
 class UsageLog:
@@ -105,6 +114,8 @@ class UsageLog:
 
 
 def _create(db: sqlite_utils.Database) -> None:
+    if not isinstance(db, sqlite_utils.Database):
+        return  # PostgreSQL: made by the store's migrations
     with immediate(db):
         db["usage"].create(_COLUMNS, if_not_exists=True)
         db["usage"].create_index(["room"], if_not_exists=True)
@@ -112,10 +123,14 @@ def _create(db: sqlite_utils.Database) -> None:
 
 def _insert(db: sqlite_utils.Database, rows: list[dict]) -> None:
     with immediate(db):
-        db.conn.executemany(_INSERT, rows)
+        for row in rows:  # a turn's few rows
+            db.execute(_INSERT, row)
 
 
 def _totals(db: sqlite_utils.Database, rooms: list[str]) -> list[dict]:
+    if not isinstance(db, sqlite_utils.Database):
+        cur = db.execute(_PG_TOTALS, [list(rooms)])
+        return [dict(zip([d.name for d in cur.description], row)) for row in cur.fetchall()]
     return list(db.query(_TOTALS, [msgspec.json.encode(rooms).decode()]))
 
 

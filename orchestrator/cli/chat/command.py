@@ -17,7 +17,7 @@ from typing import Any, Callable, Iterator
 import trio
 
 from orchestrator.cli.chat.shell import Shell
-from orchestrator.cli.paths import default_db, private_file
+from orchestrator.cli.paths import database, default_db, open_db
 from orchestrator.core.errors import InputError
 from orchestrator.providers.catalog import Catalog
 from orchestrator.store.db import Store
@@ -36,7 +36,8 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
     c.add_argument("--model", default=None, metavar="PROVIDER/MODEL",
                    help="run every agent on this model (default: with --resume, the room's own; else "
                         "$ORCHESTRATOR_MODEL)")
-    c.add_argument("--db", type=Path, default=default_db(), help="the SQLite file (default: %(default)s)")
+    c.add_argument("--db", type=database, default=default_db(),
+                   help="the SQLite file or postgresql:// URL (default: %(default)s)")
     c.add_argument("--resume", metavar="ROOM", help="continue a stored room (id, unique id prefix or name)")
     c.add_argument("--scripted", metavar="SCENARIO",
                    help="play a scenario's scripted models (and team) instead of a real model (a file, or a "
@@ -252,11 +253,7 @@ def _which_model(registry: Any) -> InputError:
 
 async def _chat(args: argparse.Namespace, interactive: bool) -> int:
     async with AsyncExitStack() as stack:
-        db = Path(args.db)
-        if args.resume and not db.exists():
-            raise InputError(f"{db}: no such database; pass --db PATH or set ORCHESTRATOR_DB")
-        private_file(db)
-        store = await Store.open(db)
+        store = await open_db(args.db, create=not args.resume)
         stack.push_async_callback(store.close)
         setup = await load_setup(args, store, stack)
         await stack.enter_async_context(tracing(args.trace))

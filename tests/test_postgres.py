@@ -1,0 +1,87 @@
+"""The PostgreSQL store's own parts: its explicit migrations, its refusals, and every scenario run on it.
+
+The store's behaviour shared with SQLite is tested on both in test_store.py and test_crash.py.
+"""
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import trio
+
+from orchestrator.store import pg_schema
+from orchestrator.store.postgres import PgStore
+from orchestrator.store.schema import UnusableDatabase
+
+psycopg = pytest.importorskip("psycopg", reason="PostgreSQL lane skipped: pip install -e '.[postgres]'")
+ROOT = Path(__file__).resolve().parent.parent
+
+
+@pytest.fixture
+def url(pg_server, request) -> str:
+    return pg_server.fresh(f"pg_{request.node.name.lower()[:40]}")
+
+
+def sql(url: str, *statements: str) -> list[tuple]:
+    with psycopg.connect(url, autocommit=True) as conn:
+        rows: list[tuple] = []
+        for s in statements:
+            cur = conn.execute(s)
+            rows = cur.fetchall() if cur.description else []
+        return rows
+
+
+async def test_every_migration_step_exists():
+    assert sorted(pg_schema.MIGRATIONS) == list(range(pg_schema.VERSION))
+
+
+async def test_a_version_1_database_migrates_with_its_rooms(url):
+    sql(url, *pg_schema.MIGRATIONS[0], "CREATE TABLE orchestrator_schema (version integer NOT NULL)",
+        "INSERT INTO orchestrator_schema VALUES (1)",
+        "INSERT INTO rooms VALUES ('r1', 'old', 'commander', 1.0, '{}', 0, 0)")
+    store = await PgStore.open(url)
+    try:
+        assert [r.id for r in await store.rooms()] == ["r1"]
+        assert (await store.acquire("r1", "h", 5)).epoch == 1
+    finally:
+        await store.close()
+    assert sql(url, "SELECT version FROM orchestrator_schema") == [(pg_schema.VERSION,)]
+
+
+async def test_hosts_starting_at_once_migrate_once(url):
+    stores: list[PgStore] = []
+
+    async def open_one() -> None:
+        stores.append(await PgStore.open(url))
+
+    async with trio.open_nursery() as nursery:
+        for _ in range(4):
+            nursery.start_soon(open_one)
+    for s in stores:
+        await s.close()
+    assert sql(url, "SELECT version FROM orchestrator_schema") == [(pg_schema.VERSION,)]
+
+
+async def test_a_newer_database_is_refused(url):
+    await (await PgStore.open(url)).close()
+    sql(url, f"UPDATE orchestrator_schema SET version = {pg_schema.VERSION + 1}")
+    with pytest.raises(UnusableDatabase, match="newer release"):
+        await PgStore.open(url)
+
+
+async def test_an_unreachable_server_is_one_line_without_the_password(pg_server):
+    dead = pg_server.url.replace("orch@", "orch:secret@").rsplit(":", 1)[0] + ":1/orch"
+    with pytest.raises(UnusableDatabase) as refused:
+        await PgStore.open(dead)
+    assert "cannot connect" in str(refused.value) and "secret" not in str(refused.value)
+    assert "\n" not in str(refused.value)
+
+
+def test_every_scenario_holds_on_postgresql(pg_server):
+    done = subprocess.run([sys.executable, "-m", "orchestrator", "check", str(ROOT / "scenarios"),
+                           "--db", pg_server.url], capture_output=True, text=True, timeout=600, cwd=ROOT)
+    assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-2000:]
+    assert " 0 failed" in done.stdout
+    assert sql(pg_server.url, "SELECT nspname FROM pg_namespace WHERE nspname LIKE 'scratch_%'") == []
