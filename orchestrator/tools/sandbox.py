@@ -286,19 +286,44 @@ def _identity(st: os.stat_result) -> tuple[int, int, int, int]:
     return st.st_dev, st.st_ino, stat.S_IFMT(st.st_mode), st.st_ctime_ns
 
 
-def still_single(folder: int, name: str, fd: int, opened: os.stat_result) -> bool:
-    """After reading through `fd`: does `name` still name that very file, unchanged since it was opened,
-    as its only name?
+Listings = dict[tuple[int, int], tuple[int, dict[str, int]]]  # folder (dev, ino) -> (its ctime, name -> inode)
 
-    A look at a link count can race an unlink (the name is found, then dropped before the count is
-    read), so counts alone can be fooled; a hard link swapped in and out again also moves the file's
-    ctime, which these checks compare from the look before opening to this one after the read."""
+
+def _listed(folder: int, name: str, ino: int, seen: Listings | None) -> bool:
+    """Whether the folder's entries, as the file system holds them, give `name` that inode.
+
+    Not the name cache: an unlink removes the entry on disk and drops the link count before the cached
+    name goes, so for a moment a lookup finds a file whose only other name is elsewhere, with one link.
+    A listing is re-read whenever the folder changed (its ctime), so one walk lists each folder once."""
+    st = os.fstat(folder)
+    key = (st.st_dev, st.st_ino)
+    entry = seen.get(key) if seen is not None else None
+    if entry is None or entry[0] != st.st_ctime_ns:
+        own = os.open(".", os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC, dir_fd=folder)  # its own read offset
+        try:
+            with os.scandir(own) as it:
+                entry = (st.st_ctime_ns, {e.name: e.inode() for e in it})
+        finally:
+            os.close(own)
+        if seen is not None:
+            seen[key] = entry
+    return entry[1].get(name) == ino
+
+
+def still_single(folder: int, name: str, fd: int, opened: os.stat_result, seen: Listings | None = None) -> bool:
+    """After reading through `fd`: does `name` still name that very file, unchanged since it was opened,
+    as its only name, in the folder's entries themselves?
+
+    A look at a link count can race an unlink, so counts alone can be fooled; a hard link swapped in
+    and out again also moves the file's ctime, and the folder's own entries show where a name really
+    points (see _listed)."""
     try:
         now = os.stat(name, dir_fd=folder, follow_symlinks=False)
     except OSError:
         return False
     st = os.fstat(fd)
-    return _identity(now) == _identity(st) == _identity(opened) and now.st_nlink == st.st_nlink == 1
+    return (_identity(now) == _identity(st) == _identity(opened) and now.st_nlink == st.st_nlink == 1
+            and _listed(folder, name, st.st_ino, seen))
 
 
 @dataclass

@@ -15,7 +15,7 @@ import trio
 
 from orchestrator.tools.base import Tool, ToolContext, ToolError
 from orchestrator.tools.files import READ_CAP, read_fd, with_note
-from orchestrator.tools.sandbox import Opened, open_checked, open_entry, root_of, shown, still_single, walk
+from orchestrator.tools.sandbox import Listings, Opened, open_checked, open_entry, root_of, shown, still_single, walk
 from orchestrator.tools.session import ToolSession
 
 GREP_FILE_BYTES = 4 << 20  # larger files are skipped by grep_files (and said so)
@@ -239,6 +239,7 @@ def _grep(session: ToolSession, args: GrepArgs) -> str:
                                 "try again")
             grep.file(shown(session, top.path), data)
         else:
+            listings: Listings = {}
             for folder, fd, name in _files(session, top, args.include_ignored):
                 if name_rx and not name_rx.match(name if "/" not in name_glob
                                                  else (folder / name).relative_to(top.path).as_posix()):
@@ -250,7 +251,7 @@ def _grep(session: ToolSession, args: GrepArgs) -> str:
                     continue
                 try:
                     data = read_fd(name, opened[0], GREP_FILE_BYTES)
-                    if not still_single(fd, name, opened[0], opened[1]):  # swapped while being read: as if skipped
+                    if not still_single(fd, name, opened[0], opened[1], listings):  # swapped: as if skipped
                         raise ToolError(name)
                 except ToolError:  # it grew past the cap, or changed, while being read
                     grep.skipped += 1
