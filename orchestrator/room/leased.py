@@ -118,12 +118,16 @@ class LeasedRooms:
                     await self.store.release(held.lease if held else lease)
 
     async def _carry_on(self, room: Room) -> None:
-        """A line the last owner stored but never answered (it died mid-turn) is answered now."""
+        """A line the last owner stored but never answered (it died mid-turn, perhaps after part of the
+        reply: a tool call, a worker's task) is answered now by the member it went to."""
         messages: list[Message] = await self.store.read(room.id)
-        said = [m for m in messages if m.author != "room"]
-        if said and said[-1].kind == "user":
-            others = [n for n in said[-1].visible_to if n not in (USER, COMMANDER) and n in room.members]
-            room.wake(others[0] if others else COMMANDER)
+        last = next((i for i in range(len(messages) - 1, -1, -1) if messages[i].kind == "user"), None)
+        if last is None:
+            return
+        others = [n for n in messages[last].visible_to if n not in (USER, COMMANDER) and n in room.members]
+        target = others[0] if others else COMMANDER
+        if not any(m.author == target and m.kind == "text" for m in messages[last + 1:]):
+            room.wake(target)
 
     def _lost(self, room_id: str) -> None:
         if held := self._held.pop(room_id, None):
