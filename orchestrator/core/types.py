@@ -186,3 +186,19 @@ class Request(Struct, kw_only=True):
 
 BLOCK_DECODER = msgspec.json.Decoder(list[Block])
 ENCODER = msgspec.json.Encoder()
+
+
+def request_text(request: Request) -> str:
+    """Every piece of text the model is sent, system prompt included (what `sees` checks)."""
+    parts = [request.system]
+    for m in request.messages:
+        for b in m.blocks:
+            if isinstance(b, TextBlock):
+                parts.append(b.text)
+            elif isinstance(b, ToolResultBlock):
+                parts.append(b.content)
+            elif isinstance(b, ToolCallBlock):
+                parts.append(f"{b.name} {msgspec.json.encode(b.input).decode()}")
+            elif isinstance(b, ThinkingBlock):
+                parts.append(b.thinking)
+    return "\n".join(parts)

@@ -16,6 +16,7 @@ from msgspec import Struct, field
 from orchestrator.core import errors as E
 from orchestrator.core.tokens import estimate
 from orchestrator.core.types import (
+    request_text,
     ImageBlock, ModelMessage, Request, StopReason, StreamEnd, StreamEvent, TextBlock, TextDelta, ThinkingDelta,
     ToolCallBlock, ToolCallCut, ToolCallDone, ToolResultBlock, Usage,
 )
@@ -376,16 +377,8 @@ def _dropped(request: Request, read: int) -> tuple[int, int] | None:
     """(tokens the server read, tokens we sent) when the server's count says part of the prompt was dropped."""
     if read <= 0:
         return None  # no usage reported: nothing to compare
-    parts = [request.system] + [t.description + msgspec.json.encode(t.input_schema).decode() for t in request.tools]
-    for m in request.messages:
-        for b in m.blocks:
-            if isinstance(b, TextBlock):
-                parts.append(b.text)
-            elif isinstance(b, ToolResultBlock):
-                parts.append(b.content)
-            elif isinstance(b, ToolCallBlock):
-                parts.append(b.name + msgspec.json.encode(b.input).decode())
-    sent = sum(estimate(p) for p in parts if p)
+    schemas = (t.description + msgspec.json.encode(t.input_schema).decode() for t in request.tools)
+    sent = estimate(request_text(request)) + sum(estimate(s) for s in schemas)
     return (read, sent) if sent >= _CHECKED_FROM and read < sent * _READ_SHARE else None
 
 

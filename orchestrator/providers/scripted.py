@@ -17,8 +17,9 @@ from msgspec import Struct, field
 
 from orchestrator.core.errors import ERROR_KINDS, ScriptExhausted
 from orchestrator.core.types import (
-    Request, StreamEnd, StreamEvent, TextBlock, TextDelta, ThinkingBlock, ThinkingDelta,
-    ToolCallBlock, ToolCallCut, ToolCallDone, ToolResultBlock, Usage,
+    request_text,
+    Request, StreamEnd, StreamEvent, TextBlock, TextDelta, ThinkingDelta,
+    ToolCallCut, ToolCallDone, ToolResultBlock, Usage,
 )
 
 _ANONYMOUS = re.compile(r"worker(-\d+)?")
@@ -38,22 +39,6 @@ class Reply(Struct, kw_only=True, frozen=True):
     not_sees: str | None = None
     usage: Usage | None = None
     cut: bool = False  # the output limit stops the reply: inside its last call's arguments, if it has calls
-
-
-def request_text(request: Request) -> str:
-    """Every piece of text the model is sent, system prompt included (what `sees` checks)."""
-    parts = [request.system]
-    for m in request.messages:
-        for b in m.blocks:
-            if isinstance(b, TextBlock):
-                parts.append(b.text)
-            elif isinstance(b, ToolResultBlock):
-                parts.append(b.content)
-            elif isinstance(b, ToolCallBlock):
-                parts.append(f"{b.name} {msgspec.json.encode(b.input).decode()}")
-            elif isinstance(b, ThinkingBlock):
-                parts.append(b.thinking)
-    return "\n".join(parts)
 
 
 def queue_of(agent: str) -> str:

@@ -11,7 +11,7 @@ from pathlib import Path
 
 from orchestrator.core.events import CallUsage, ErrorEvent, Event
 from orchestrator.core.types import Message, Request
-from orchestrator.providers.scripted import request_text
+from orchestrator.core.types import request_text
 from orchestrator.scenario.schema import Expect
 from orchestrator.store.db import TaskRecord
 
