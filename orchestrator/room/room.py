@@ -311,6 +311,8 @@ class Room:
         if self._running == 0 and self._line_seq is not None and not self._halting:
             self.spawn(self._reflect, self._line_seq)  # counted: idle() waits for the pass too
             self._line_seq = None
+        if self._running == 0 and self.bus.carrying:
+            self.spawn(self.bus.flush)  # what rode no message is written before the room counts as idle
         self._settling.unpark_all()
 
     async def _reflect(self, first: int) -> None:
@@ -494,9 +496,9 @@ class Room:
             except OrchestratorError as exc:
                 raise self._failed(member, str(exc), type(exc).__name__) from None
             finally:
-                if spent:  # one write per turn, also when it was stopped or failed
+                if spent:  # also when it was stopped or failed: with the next message, or when the room settles
                     with trio.CancelScope(shield=True):
-                        await self.usage.add(spent)
+                        self.bus.carry(await self.usage.writer(spent))
             assert done is not None
             if done.stop_reason == "max_tokens":
                 await self._cut_off(member, agent, done)

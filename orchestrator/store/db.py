@@ -28,6 +28,7 @@ from orchestrator.store.schema import UnusableDatabase
 from orchestrator.store.sqlite import sqlite_utils
 
 T = TypeVar("T")
+Side = Callable[[Any], None]  # writes of another owner of tables, run inside a message's transaction
 BUSY_WAIT_MS = 5000
 INBOX_POLL = 0.05  # seconds between looks at the inbox on SQLite, so a line reaches its owner this fast
 
@@ -84,6 +85,7 @@ class Store:
         self._epochs: dict[str, int] = {}
         # The inbox line that the room's next user message delivers (deleted in the append's transaction).
         self._deliveries: dict[str, str] = {}
+        self._prepared: set[Callable] = set()  # other owners' table set-ups already run on this file
 
     @classmethod
     async def open(cls, path: str | PathLike[str], *, readonly: bool = False) -> Store:
@@ -128,12 +130,14 @@ class Store:
     async def set_floor(self, room_id: str, owner: str) -> None:
         await self._now(self._set_room, room_id, "floor", owner)
 
-    async def append(self, room_id: str, draft: Draft, *, task: TaskRecord | None = None) -> Message:
-        """Commit one message; with `task`, that task's row in the same transaction (an assignment)."""
-        return (await self.append_many(room_id, [draft], task=task))[0]
+    async def append(self, room_id: str, draft: Draft, *, task: TaskRecord | None = None,
+                     side: Side | None = None) -> Message:
+        """Commit one message; with `task`, that task's row in the same transaction (an assignment); with
+        `side`, another owner's rows too (a turn's usage), so that they cost no commit of their own."""
+        return (await self.append_many(room_id, [draft], task=task, side=side))[0]
 
     async def append_many(self, room_id: str, drafts: list[Draft], *,
-                          task: TaskRecord | None = None) -> list[Message]:
+                          task: TaskRecord | None = None, side: Side | None = None) -> list[Message]:
         epoch = self._epochs.get(room_id)
         delivery = self._deliveries.pop(room_id, None) if any(d.kind == "user" for d in drafts) else None
 
@@ -144,6 +148,8 @@ class Store:
                     self._db.conn.execute("DELETE FROM inbox WHERE id = ?", [delivery])
                 if task is not None:
                     self._db.conn.execute(_UPSERT_TASK, _task_row(task))
+                if side is not None:
+                    side(self._db)
                 return _insert(self._db, room_id, drafts, epoch)
 
         return await self._now(insert)
@@ -302,6 +308,12 @@ class Store:
         one writer, so their commits are ordered with the room's.
         """
         return await (self._now if small else self._run)(fn, self._db, *args)
+
+    async def prepare(self, fn: Callable[[sqlite_utils.Database], None]) -> None:
+        """Run another owner's set-up (`CREATE TABLE IF NOT EXISTS`) once per open store, not once per room."""
+        if fn not in self._prepared:
+            await self._run(fn, self._db)
+            self._prepared.add(fn)
 
     # --- under the limiter: on the event loop, or in the worker thread ------------------------
 

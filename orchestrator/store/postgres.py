@@ -19,7 +19,9 @@ import trio
 from orchestrator.core.errors import InputError
 from orchestrator.core.types import BLOCK_DECODER, Draft, Message
 from orchestrator.store import heal, pg_schema
-from orchestrator.store.db import _INSERT_MESSAGE, _OBJECT, _STRINGS, RoomRecord, TaskRecord, _json, _task_row
+from orchestrator.store.db import (
+    _INSERT_MESSAGE, _OBJECT, _STRINGS, RoomRecord, Side, TaskRecord, _json, _task_row,
+)
 from orchestrator.store.lease import Fenced, InboxLine, Lease
 from orchestrator.store.schema import UnusableDatabase
 
@@ -61,6 +63,7 @@ class PgStore:
         self._epochs: dict[str, int] = {}
         self._deliveries: dict[str, str] = {}
         self._listener: Any = None
+        self._prepared: set[Callable] = set()
 
     @classmethod
     async def open(cls, url: str, *, readonly: bool = False) -> PgStore:
@@ -114,12 +117,14 @@ class PgStore:
     async def set_floor(self, room_id: str, owner: str) -> None:
         await self._run(self._set_room, room_id, "floor", owner)
 
-    async def append(self, room_id: str, draft: Draft, *, task: TaskRecord | None = None) -> Message:
-        """Commit one message; with `task`, that task's row in the same transaction (an assignment)."""
-        return (await self.append_many(room_id, [draft], task=task))[0]
+    async def append(self, room_id: str, draft: Draft, *, task: TaskRecord | None = None,
+                     side: Side | None = None) -> Message:
+        """Commit one message; with `task`, that task's row in the same transaction (an assignment); with
+        `side`, another owner's rows too (a turn's usage)."""
+        return (await self.append_many(room_id, [draft], task=task, side=side))[0]
 
     async def append_many(self, room_id: str, drafts: list[Draft], *,
-                          task: TaskRecord | None = None) -> list[Message]:
+                          task: TaskRecord | None = None, side: Side | None = None) -> list[Message]:
         epoch = self._epochs.get(room_id)
         delivery = self._deliveries.pop(room_id, None) if any(d.kind == "user" for d in drafts) else None
 
@@ -129,6 +134,8 @@ class PgStore:
                 c.execute("DELETE FROM inbox WHERE id = %s", [delivery])
             if task is not None:
                 c.execute(_UPSERT_TASK, _task_row(task))
+            if side is not None:
+                side(_Session(c))
             return _insert(c, room_id, drafts, epoch)
 
         return await self._run(insert)
@@ -166,6 +173,12 @@ class PgStore:
         """Run `fn(db, *args)` for another owner of tables here (memory): `db.execute(sql, params)` takes the
         SQLite store's `?` and `:name` placeholders, so one implementation of each query serves both stores."""
         return await self._run(lambda c: fn(_Session(c), *args))
+
+    async def prepare(self, fn: Callable[[Any], None]) -> None:
+        """Another owner's set-up, once per open store (here its tables come from the migrations)."""
+        if fn not in self._prepared:
+            await self.call(fn)
+            self._prepared.add(fn)
 
     # --- leases -------------------------------------------------------------------------------
 

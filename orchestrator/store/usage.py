@@ -1,7 +1,7 @@
 """What a room spent: one row per model call and per tool run, summed per agent and model, and priced.
 
-The room writes each turn's rows when the turn ends, stopped or failed ones included; the cost is
-computed when shown, from the catalog's prices (config overrides included).
+A turn's rows (stopped or failed turns included) ride the room's next message commit, or are written when
+the room settles; the cost is computed when shown, from the catalog's prices (config overrides included).
 """
 from __future__ import annotations
 
@@ -10,7 +10,7 @@ from typing import Callable, Literal, Protocol
 import msgspec
 import sqlite_utils
 
-from orchestrator.store.db import Store, immediate
+from orchestrator.store.db import Side, Store, immediate
 
 
 class Price(Protocol):
@@ -85,10 +85,15 @@ class UsageLog:
 
     def __init__(self, store: Store):
         self._store = store
-        self._ready = False
 
     async def add(self, rows: list[UsageRow]) -> None:
         await self._call(_insert, [msgspec.structs.asdict(r) for r in rows])
+
+    async def writer(self, rows: list[UsageRow]) -> Side:
+        """The rows as a write to run inside another transaction (a message's: store.append's `side`)."""
+        await self._store.prepare(_create)
+        found = [msgspec.structs.asdict(r) for r in rows]
+        return lambda db: _write(db, found)
 
     async def report(self, rooms: list[str], price_of: PriceOf) -> UsageReport:
         """Totals over these rooms, one line per agent and model, in the order they first spent."""
@@ -107,9 +112,7 @@ class UsageLog:
         return UsageReport(rooms=rooms, lines=lines, total=total)
 
     async def _call(self, fn, *args):
-        if not self._ready:
-            await self._store.call(_create)
-            self._ready = True
+        await self._store.prepare(_create)
         return await self._store.call(fn, *args)
 
 
@@ -123,8 +126,12 @@ def _create(db: sqlite_utils.Database) -> None:
 
 def _insert(db: sqlite_utils.Database, rows: list[dict]) -> None:
     with immediate(db):
-        for row in rows:  # a turn's few rows
-            db.execute(_INSERT, row)
+        _write(db, rows)
+
+
+def _write(db: sqlite_utils.Database, rows: list[dict]) -> None:
+    for row in rows:  # a turn's few rows
+        db.execute(_INSERT, row)
 
 
 def _totals(db: sqlite_utils.Database, rooms: list[str]) -> list[dict]:
