@@ -36,7 +36,7 @@ class Memory:
     def __init__(self, store: Store, *, profile_cap: int = PROFILE_CAP, notes_cap: int = NOTES_CAP):
         self._store = store
         self.caps: dict[Target, int] = {"profile": profile_cap, "notes": notes_cap}
-        self._ready = False
+        self._ready = False  # read-only: whether the file's table was looked for
         self._shown: tuple[tuple[tuple[str, ...], ...] | None, str] = (None, "")
         self._scratch: sqlite_utils.Database | None = None  # stands in for a read-only file without the table
 
@@ -97,10 +97,10 @@ class Memory:
         _scanned(text)
 
     async def _call(self, fn: Callable[..., T], *args: Any, small: bool = False) -> T:
-        if not self._ready:
-            if not self._store.readonly:
-                await self._store.call(_create)
-            elif not await self._store.call(_has_table):
+        if not self._store.readonly:
+            await self._store.prepare(_create)
+        elif not self._ready:
+            if not await self._store.call(_has_table):
                 # A read-only file that never kept a memory cannot gain the table: it reads as empty.
                 self._scratch = sqlite_utils.Database(sqlite3.connect(":memory:", check_same_thread=False))
                 _create(self._scratch)
@@ -183,7 +183,11 @@ def _rows(db: sqlite_utils.Database, target: Target) -> list[tuple[int, str]]:
 
 
 def _parts(db: sqlite_utils.Database) -> dict[Target, list[str]]:
-    return {target: [text for _, text in _rows(db, target)] for target in TARGETS}
+    parts: dict[Target, list[str]] = {target: [] for target in TARGETS}
+    for target, text in db.execute("SELECT target, text FROM memory ORDER BY id").fetchall():  # every turn
+        if target in parts:
+            parts[target].append(text)
+    return parts
 
 
 def _find(rows: list[tuple[int, str]], target: Target, text: str) -> int:

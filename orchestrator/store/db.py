@@ -9,11 +9,14 @@ A read-only store opens the file read-only and heals a room in memory for displa
 from __future__ import annotations
 
 import contextlib
+import itertools
+import os
 import sqlite3
 import time
 from collections.abc import Callable, Iterator
 from os import PathLike
 from pathlib import Path
+from time import time_ns
 from typing import Any, TypeVar
 from urllib.parse import quote
 from uuid import uuid4
@@ -416,7 +419,25 @@ def _task_row(task: TaskRecord) -> dict:
 
 
 def _message(room_id: str, seq: int, ts: float, draft: Draft) -> Message:
-    return Message(id=uuid4().hex, room=room_id, seq=seq, ts=ts, **msgspec.structs.asdict(draft))
+    return Message(id=message_id(), room=room_id, seq=seq, ts=ts, **msgspec.structs.asdict(draft))
+
+
+_PROCESS = os.urandom(5).hex()  # 40 random bits per process: with the counter, ids of two hosts never meet
+_COUNT = itertools.count()
+
+
+def _new_process() -> None:
+    global _PROCESS, _COUNT
+    _PROCESS, _COUNT = os.urandom(5).hex(), itertools.count()
+
+
+os.register_at_fork(after_in_child=_new_process)  # a forked child must not repeat its parent's ids
+
+
+def message_id() -> str:
+    """32 hex digits that grow with time (milliseconds, then this process's mark and count): a new row goes at the
+    end of the id index instead of a random page, and no id costs a call for random bytes."""
+    return f"{time_ns() // 1_000_000:012x}{_PROCESS}{next(_COUNT) & 0xFFFFFFFFFF:010x}"
 
 
 def _row(m: Message, epoch: int | None) -> dict:

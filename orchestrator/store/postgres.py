@@ -20,7 +20,7 @@ from orchestrator.core.errors import InputError
 from orchestrator.core.types import BLOCK_DECODER, Draft, Message
 from orchestrator.store import heal, pg_schema
 from orchestrator.store.db import (
-    _INSERT_MESSAGE, _OBJECT, _STRINGS, RoomRecord, Side, TaskRecord, _json, _task_row,
+    _INSERT_MESSAGE, _OBJECT, _STRINGS, RoomRecord, Side, TaskRecord, _json, _task_row, message_id,
 )
 from orchestrator.store.lease import Fenced, InboxLine, Lease
 from orchestrator.store.schema import UnusableDatabase
@@ -395,7 +395,7 @@ def _insert(c: Any, room_id: str, drafts: list[Draft], epoch: int | None) -> lis
     for draft in drafts:
         now = time.time()
         seq, ts = seq + 1, now if now > ts else ts + 1e-6
-        m = Message(id=uuid4().hex, room=room_id, seq=seq, ts=ts, **msgspec.structs.asdict(draft))
+        m = Message(id=message_id(), room=room_id, seq=seq, ts=ts, **msgspec.structs.asdict(draft))
         rows.append(msgspec.structs.asdict(m) | {
             "blocks": _json(m.blocks), "visible_to": _json(m.visible_to), "replaces": _json(m.replaces),
             "epoch": epoch})
@@ -423,10 +423,10 @@ def _heal(c: Any, room_id: str, epoch: int | None = None) -> list[Message]:
         fix = heal.plan(messages)
         if fix.empty():
             break
-        for message_id in fix.delete:
-            c.execute("DELETE FROM messages WHERE id = %s", [message_id])
-        for message_id, seq in fix.reseq:
-            c.execute("UPDATE messages SET seq = %s WHERE id = %s", [-seq, message_id])
+        for gone in fix.delete:
+            c.execute("DELETE FROM messages WHERE id = %s", [gone])
+        for moved, seq in fix.reseq:
+            c.execute("UPDATE messages SET seq = %s WHERE id = %s", [-seq, moved])
         c.execute("UPDATE messages SET seq = -seq WHERE room = %s AND seq < 0", [room_id])
         _insert(c, room_id, [draft for _, draft in fix.add], epoch)
         messages = _messages(c, room_id)
