@@ -92,8 +92,8 @@ async def _work(room: Host, member: Member, task_id: str, mode: str, links: tupl
         status, result = "failed", str(exc)
         raise ToolError(f"{member.name} failed: {exc}") from None
     finally:
-        with trio.CancelScope(shield=True):
-            await room.ledger.close(task_id, status, result, read=mode != "visible")
+        with trio.CancelScope(shield=True):  # a foreground report is the tool result committed next
+            await room.ledger.close(task_id, status, result, read=mode != "visible", with_report=mode != "visible")
 
 
 def commander_tools(room: Host) -> list[Tool]:

@@ -1,6 +1,7 @@
 """The light task ledger (G5): task, assignee, status, result summary, and whether the commander read it.
 
-Every change is persisted and announced as a `task` event; the commander's prompt renders it.
+Every change is persisted and announced as a `task` event; the commander's prompt renders it. A task whose
+report becomes a tool result is closed with that result's commit: both are on disk, or neither.
 """
 from __future__ import annotations
 
@@ -10,15 +11,15 @@ from itertools import islice
 from typing import Callable
 
 from orchestrator.core.events import TaskEvent
-from orchestrator.store.db import Store, TaskRecord
+from orchestrator.store.db import Side, Store, TaskRecord, task_side
 
 SUMMARY_CHARS = 200
 
 
 class Ledger:
     def __init__(self, store: Store, room_id: str, publish: Callable[[TaskEvent], None],
-                 spawn: Callable[..., None], tasks: list[TaskRecord] = ()):
-        self._store, self._room, self._publish, self._spawn = store, room_id, publish, spawn
+                 spawn: Callable[..., None], carry: Callable[[Side], None], tasks: list[TaskRecord] = ()):
+        self._store, self._room, self._publish, self._spawn, self._carry = store, room_id, publish, spawn, carry
         self.load(tasks)
 
     def load(self, tasks: list[TaskRecord]) -> None:
@@ -48,10 +49,18 @@ class Ledger:
         self._announce(rec)
         return rec
 
-    async def close(self, task_id: str, status: str, result: str = "", *, read: bool = False) -> TaskRecord:
+    async def close(self, task_id: str, status: str, result: str = "", *, read: bool = False,
+                    with_report: bool = False) -> TaskRecord:
+        """`with_report`: the report is the tool result about to be committed; the row rides its transaction."""
         rec = self.tasks[task_id]
         summary = result if len(result) <= SUMMARY_CHARS else result[:SUMMARY_CHARS - 1] + "…"
-        return await self._put(TaskRecord(**{**_fields(rec), "status": status, "result": summary, "read": read}))
+        rec = TaskRecord(**{**_fields(rec), "status": status, "result": summary, "read": read})
+        if not with_report:
+            return await self._put(rec)
+        self._index(rec)
+        self._carry(task_side(rec))
+        self._announce(rec)
+        return rec
 
     def mark_read(self, task_ids: list[str]) -> None:
         """Now in memory (a request is being built); on disk soon after, in the room's nursery."""

@@ -413,6 +413,12 @@ _NEXT_SEQ = ("UPDATE rooms SET last_seq = last_seq + 1, last_ts = CASE WHEN ?1 >
              "ELSE last_ts + 1e-6 END WHERE id = ?2 RETURNING last_seq, last_ts")
 
 
+def task_side(task: TaskRecord) -> Side:
+    """The task's row as a write inside another transaction (a message's: `append`'s `side`)."""
+    row = _task_row(task)
+    return lambda db: db.execute(_UPSERT_TASK, row)  # SQLite's placeholders: the PostgreSQL store's session takes them
+
+
 def _task_row(task: TaskRecord) -> dict:
     now = time.time()
     return msgspec.structs.asdict(task) | {"created": task.created or now, "updated": now}
