@@ -15,13 +15,12 @@ import shutil
 import sys
 import textwrap
 
-import structlog
 import trio
 
 from orchestrator.core.errors import InputError
-from orchestrator.core.log import configure
+from orchestrator.core.log import configure, logger
 
-log = structlog.get_logger(__name__)
+log = logger(__name__)
 
 # Every command: its module, the function there that adds its parser, and its one-line help. Only the
 # module of the command being run is imported (--help lists the others from here, test_cli checks the

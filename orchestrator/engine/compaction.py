@@ -8,9 +8,9 @@ from __future__ import annotations
 
 import time
 
-import structlog
 
 from orchestrator.core.events import CallUsage
+from orchestrator.core.log import logger
 from orchestrator.core.prompts import render
 from orchestrator.core.tokens import estimate
 from orchestrator.core.types import Draft, Request, TextBlock, ToolResultBlock
@@ -19,7 +19,7 @@ from orchestrator.engine.budget import cut_points, fit
 from orchestrator.providers.base import complete
 from orchestrator.trace.spans import OFF, Span
 
-log = structlog.get_logger(__name__)
+log = logger(__name__)
 
 SUMMARY_OUTPUT = 2048  # an auxiliary call: small cap (E16)
 KEEP = 0.25  # share of the window the kept tail may take

@@ -7,16 +7,16 @@ from __future__ import annotations
 
 import time
 
-import structlog
 import trio
 
+from orchestrator.core.log import logger
 from orchestrator.core.types import ToolCallBlock, ToolResultBlock
 from orchestrator.engine import telemetry
 from orchestrator.tools.base import Registry, ToolContext, ToolError, ToolOutput
 from orchestrator.tools.session import ToolSession
 from orchestrator.trace.spans import Span, active
 
-log = structlog.get_logger(__name__)
+log = logger(__name__)
 
 
 def groups(calls: list[ToolCallBlock], registry: Registry) -> list[list[int]]:

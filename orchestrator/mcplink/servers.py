@@ -17,13 +17,13 @@ from pathlib import Path
 from typing import Any, AsyncIterator, Mapping
 
 import msgspec
-import structlog
 import trio
 
 from orchestrator.core.errors import InputError
+from orchestrator.core.log import logger
 from orchestrator.mcplink.config import ServerConfig, expand
 
-log = structlog.get_logger(__name__)
+log = logger(__name__)
 
 MAX_BACKOFF = 60.0
 _MAX_PAGES = 100

@@ -13,10 +13,10 @@ from pathlib import PurePath
 from typing import TYPE_CHECKING, Any, Literal, Protocol
 
 import msgspec
-import structlog
 import trio
 
 from orchestrator.core.errors import InputError, ProviderError
+from orchestrator.core.log import logger
 from orchestrator.memory.embeddings import ENV_MODEL, Embedder, numpy
 from orchestrator.store.db import Store, immediate
 from orchestrator.store.sqlite import sqlite_utils
@@ -24,7 +24,7 @@ from orchestrator.store.sqlite import sqlite_utils
 if TYPE_CHECKING:
     import numpy as np
 
-log = structlog.get_logger(__name__)
+log = logger(__name__)
 
 Mode = Literal["hybrid", "fts", "vector"]
 MODES: tuple[Mode, ...] = ("hybrid", "fts", "vector")

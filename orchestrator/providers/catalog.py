@@ -6,10 +6,10 @@ from __future__ import annotations
 from typing import Annotated, TypeVar
 
 import msgspec
-import structlog
 from msgspec import Meta, Struct
+from orchestrator.core.log import logger
 
-log = structlog.get_logger(__name__)
+log = logger(__name__)
 
 _T = TypeVar("_T")
 Tokens = Annotated[int, Meta(gt=0)]

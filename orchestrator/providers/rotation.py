@@ -7,14 +7,14 @@ import math
 from contextlib import aclosing
 from typing import AsyncIterator, Sequence
 
-import structlog
 import trio
 
 from orchestrator.core.errors import ProviderError
+from orchestrator.core.log import logger
 from orchestrator.core.types import Request, StreamEvent, TextDelta, ThinkingDelta, ToolCallDone
 from orchestrator.providers.base import Provider
 
-log = structlog.get_logger(__name__)
+log = logger(__name__)
 
 COOLDOWN = 600.0  # seconds a candidate rests after an account error
 IN_PLACE = 2  # retries on the same candidate after a dropped connection, before moving on

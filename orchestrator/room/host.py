@@ -12,10 +12,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import AsyncIterator, Callable
 
-import structlog
 import trio
 
 from orchestrator.core.errors import InputError
+from orchestrator.core.log import logger
 from orchestrator.core.retry import RetryPolicy
 from orchestrator.core.types import Message
 from orchestrator.mcplink.servers import Hub
@@ -24,7 +24,7 @@ from orchestrator.room.room import Catalog, Resolve, Room
 from orchestrator.store.db import Store
 from orchestrator.team.schema import Team
 
-log = structlog.get_logger(__name__)
+log = logger(__name__)
 
 IDLE_CLOSE = 60.0  # seconds a room stays open with nobody using it and no agent running
 JOB_POLL = 1.0  # seconds between looks at an idle room's shell jobs (their end wakes nobody here)

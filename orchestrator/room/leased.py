@@ -10,14 +10,14 @@ from collections.abc import Callable
 from contextlib import AbstractAsyncContextManager
 from dataclasses import dataclass, field
 
-import structlog
 import trio
 
+from orchestrator.core.log import logger
 from orchestrator.core.types import Message
 from orchestrator.room.room import COMMANDER, USER, Room
 from orchestrator.store.lease import LEASE_SECONDS, Fenced, InboxLine, Lease
 
-log = structlog.get_logger()
+log = logger()
 
 OpenRoom = Callable[[str], AbstractAsyncContextManager[Room]]  # a room id -> Room.open(store, id, ...)
 

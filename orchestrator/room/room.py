@@ -12,11 +12,11 @@ from pathlib import Path
 from typing import AsyncIterator, Callable
 
 import msgspec
-import structlog
 import trio
 
 from orchestrator.core.errors import TOO_LONG, InputError, OrchestratorError, ProviderError, TruncatedPromptError
 from orchestrator.core.events import CallUsage, Cancelled, Done, ErrorEvent, Event, ToolEnd, TurnStart
+from orchestrator.core.log import logger
 from orchestrator.core.prompts import render
 from orchestrator.core.retry import RetryPolicy
 from orchestrator.core.tokens import estimate
@@ -56,7 +56,7 @@ from orchestrator.tools.session import Answer, ToolSession
 from orchestrator.trace import semconv as sc
 from orchestrator.trace.spans import OFF, Span, active, current, root
 
-log = structlog.get_logger(__name__)
+log = logger(__name__)
 
 __all__ = ["COMMANDER", "USER", "Member", "Room", "TurnFailed", "check_team"]
 

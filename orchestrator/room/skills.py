@@ -10,11 +10,11 @@ import time
 from pathlib import Path
 from typing import Callable
 
-import structlog
 import trio
 
 from orchestrator.core.errors import InputError
 from orchestrator.core.events import Evolution
+from orchestrator.core.log import logger
 from orchestrator.core.resources import data_dir
 from orchestrator.core.types import Message
 from orchestrator.memory.notes import Memory, NoteError
@@ -29,7 +29,7 @@ from orchestrator.team.schema import AgentDef, Team
 from orchestrator.tools.base import Registry
 from orchestrator.tools.session import ToolSession
 
-log = structlog.get_logger(__name__)
+log = logger(__name__)
 
 
 def shipped() -> Path:

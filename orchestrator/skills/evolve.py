@@ -10,9 +10,9 @@ from pathlib import Path
 from typing import Literal
 
 import msgspec
-import structlog
 
 from orchestrator.core.errors import InputError, ProviderError
+from orchestrator.core.log import logger
 from orchestrator.core.prompts import render
 from orchestrator.core.tokens import estimate
 from orchestrator.core.types import Message, ModelMessage, Request, TextBlock
@@ -20,7 +20,7 @@ from orchestrator.providers.base import Provider, complete
 from orchestrator.skills.library import Library
 from orchestrator.skills.proposals import AGENT, Proposal, project_skills, skill_text, stage
 
-log = structlog.get_logger(__name__)
+log = logger(__name__)
 
 REVIEWER = "evolve"  # the request's agent: a scenario scripts the pass under `models: {evolve: [...]}`
 INPUT_CAP = 12_000  # tokens the pass may read: the transcript is cut to fit

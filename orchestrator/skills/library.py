@@ -11,12 +11,12 @@ from pathlib import Path
 from typing import Any, Literal, Mapping
 
 import msgspec
-import structlog
 
 from orchestrator.core.errors import InputError
+from orchestrator.core.log import logger
 from orchestrator.skills.skill import Problem, Skill, read_skill, skill_file
 
-log = structlog.get_logger(__name__)
+log = logger(__name__)
 
 Tier = Literal["trusted", "untrusted"]
 Status = Literal["loaded", "shadowed", "blocked", "invalid"]

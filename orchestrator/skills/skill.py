@@ -11,13 +11,15 @@ import stat
 import unicodedata
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
 import msgspec
-import yaml
 
 from orchestrator.memory import scan
 from orchestrator.skills import passed
+
+if TYPE_CHECKING:
+    import yaml
 
 MAX_NAME = 64
 MAX_DESCRIPTION = 1024
@@ -25,7 +27,6 @@ MAX_COMPATIBILITY = 500
 MAX_BODY_LINES = 500  # the specification's advice for SKILL.md
 MAX_FILES = 200  # bundled files listed on activation
 NAME = re.compile(r"[a-z0-9]+(?:-[a-z0-9]+)*")
-_Loader = getattr(yaml, "CSafeLoader", yaml.SafeLoader)  # the C parser when PyYAML has it: marks all the same
 
 SPEC_KEYS = frozenset({"name", "description", "license", "compatibility", "metadata", "allowed-tools"})
 # Keys other clients define (Claude Code, Codex); a skill written for them loads unchanged.
@@ -134,14 +135,17 @@ class _Reader:
         return None if any(p.severity == "error" for p in self.problems) else skill
 
     def _front_matter(self, source: str) -> tuple[dict[str, Any], dict[str, int]] | None:
+        import yaml  # with the first SKILL.md read, not with every import of the room (~12 ms)
+
+        loader = getattr(yaml, "CSafeLoader", yaml.SafeLoader)  # the C parser when PyYAML has it: marks all the same
         try:
-            node = yaml.compose(source, Loader=_Loader)
+            node = yaml.compose(source, Loader=loader)
         except yaml.MarkedYAMLError:
             fixed = _quote_colons(source)
             try:
                 if fixed == source:
                     raise
-                node = yaml.compose(fixed, Loader=_Loader)
+                node = yaml.compose(fixed, Loader=loader)
             except yaml.MarkedYAMLError as e2:
                 self._yaml_error(e2)
                 return None
@@ -153,7 +157,7 @@ class _Reader:
             return None
         data: dict[str, Any] = {}
         keylines: dict[str, int] = {}
-        constructor = _Loader("")
+        constructor = loader("")
         for k, v in node.value:
             key = k.value if isinstance(k, yaml.ScalarNode) else str(k.value)
             if key in keylines:

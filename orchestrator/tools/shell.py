@@ -7,9 +7,9 @@ from pathlib import Path
 from typing import Annotated, Sequence
 
 import msgspec
-import structlog
 import trio
 
+from orchestrator.core.log import logger
 from orchestrator.tools.base import Tool, ToolContext, ToolError, ToolOutput
 from orchestrator.tools.jail import SYSTEM_VISIBLE, Confinement, backend
 from orchestrator.tools.process import OUTPUT_CAP, SHELL, command_env, run_command
@@ -17,7 +17,7 @@ from orchestrator.tools.risk import OPAQUE, UNSANDBOXED, Risk, assess
 from orchestrator.tools.sandbox import CREDENTIALS, app_data_folders, homes, resolve
 from orchestrator.tools.session import ToolSession
 
-log = structlog.get_logger(__name__)
+log = logger(__name__)
 
 DEFAULT_TIMEOUT = 120.0
 MAX_TIMEOUT = 600.0  # longer work belongs in the background

@@ -9,7 +9,6 @@ import logging
 import os
 from importlib.metadata import version
 
-import structlog
 import trio
 from opentelemetry import trace
 from opentelemetry.context import Context
@@ -18,9 +17,10 @@ from opentelemetry.sdk.trace import ReadableSpan, SpanProcessor, TracerProvider
 from opentelemetry.sdk.trace.export import SpanExporter
 from opentelemetry.trace import Link, SpanKind, Status, StatusCode
 
+from orchestrator.core.log import logger
 from orchestrator.trace.spans import Span
 
-log = structlog.get_logger(__name__)
+log = logger(__name__)
 
 _KIND = {"internal": SpanKind.INTERNAL, "client": SpanKind.CLIENT, "server": SpanKind.SERVER,
          "producer": SpanKind.PRODUCER, "consumer": SpanKind.CONSUMER}

@@ -10,14 +10,14 @@ from contextlib import asynccontextmanager
 from pathlib import Path
 from typing import AsyncIterator, Mapping
 
-import structlog
 import trio
 
 from orchestrator.core.errors import InputError
+from orchestrator.core.log import logger
 from orchestrator.trace.jsonl import JsonlSink
 from orchestrator.trace.spans import TRACER, Sink
 
-log = structlog.get_logger(__name__)
+log = logger(__name__)
 
 ENDPOINT_VARS = ("OTEL_EXPORTER_OTLP_TRACES_ENDPOINT", "OTEL_EXPORTER_OTLP_ENDPOINT")
 MISSING_EXTRA = ("OTEL_EXPORTER_OTLP_ENDPOINT is set but the `otel` extra is not installed, so no spans are "

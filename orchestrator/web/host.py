@@ -11,16 +11,16 @@ from pathlib import Path
 from typing import Any, Callable
 
 import msgspec
-import structlog
 import trio
 
 from orchestrator.core.errors import InputError
+from orchestrator.core.log import logger
 from orchestrator.room.room import Resolve, Room
 from orchestrator.store.db import Store
 from orchestrator.team.schema import Team
 from orchestrator.web.feed import Feed
 
-log = structlog.get_logger(__name__)
+log = logger(__name__)
 
 
 @dataclass
