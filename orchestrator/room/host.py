@@ -20,6 +20,7 @@ from orchestrator.core.retry import RetryPolicy
 from orchestrator.core.types import Message
 from orchestrator.mcplink.servers import Hub
 from orchestrator.memory.knowledge import KnowledgeBase, SqliteKnowledgeBase
+from orchestrator.room.heap import Heap
 from orchestrator.room.room import Catalog, Resolve, Room
 from orchestrator.store.db import Store
 from orchestrator.team.schema import Team
@@ -60,6 +61,7 @@ class RoomHost:
         self._open: dict[str, _Open] = {}
         self._opening: dict[str, trio.Event] = {}  # room id -> set once it is open (or failed to open)
         self._closing = False  # the host is closing: shell jobs no longer keep rooms open
+        self._heap = Heap()
 
     @classmethod
     @asynccontextmanager
@@ -68,12 +70,20 @@ class RoomHost:
         knowledge = options.pop("knowledge", None) or await SqliteKnowledgeBase.open(store)
         async with trio.open_nursery() as nursery:
             host = cls(store, resolve, nursery, knowledge, **options)
+            settling = trio.CancelScope()
+            nursery.start_soon(host._settle, settling)
             try:
                 yield host
             finally:
                 host.idle_close, host._closing = 0, True
                 for held in list(host._open.values()):
                     held.wake.set()
+                settling.cancel()
+                host._heap.release()
+
+    async def _settle(self, scope: trio.CancelScope) -> None:
+        with scope:
+            await self._heap.run()
 
     @property
     def rooms(self) -> dict[str, Room]:
@@ -153,6 +163,7 @@ class RoomHost:
             if closing is not None:
                 del self._opening[held.room.id]
                 closing.set()
+                self._heap.closed(len(self._open))
                 if self._on_close:
                     self._on_close(held.room)
 

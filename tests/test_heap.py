@@ -1,0 +1,89 @@
+"""The host's collector policy (room/heap.py): frozen room state is left out of full passes, and what became
+cyclic garbage in the frozen heap is freed once many rooms closed or memory doubled, and at the host's end."""
+from __future__ import annotations
+
+import gc
+import weakref
+
+import pytest
+import trio
+
+from orchestrator.room import host as host_module
+from orchestrator.room.heap import Heap
+from orchestrator.room.host import RoomHost
+from orchestrator.store.db import Store
+from tests.test_host import Relay, _team
+
+
+class Node:
+    def __init__(self):
+        self.me = self  # a cycle: only the collector frees it
+
+
+@pytest.fixture(autouse=True)
+def thawed():
+    yield
+    gc.unfreeze()
+
+
+def _cycles(n: int) -> list[weakref.ref]:
+    return [weakref.ref(Node()) for _ in range(n)]
+
+
+def test_a_settle_freezes_and_a_full_pass_leaves_the_frozen_alone():
+    heap = Heap()
+    kept = [Node() for _ in range(100)]
+    heap.settle()
+    assert gc.get_freeze_count() >= len(kept)
+    refs = [weakref.ref(n) for n in kept]
+    del kept
+    gc.collect()
+    assert all(r() is not None for r in refs)  # frozen: the collector does not look at them
+
+
+def test_cycles_in_the_frozen_heap_are_freed_once_many_rooms_closed():
+    heap = Heap()
+    heap.settle()  # the baseline
+    kept = [Node() for _ in range(10)]
+    heap.settle()  # frozen with them
+    refs = [weakref.ref(n) for n in kept]
+    del kept
+    for _ in range(50):
+        heap.closed(open_rooms=100)
+    gc.collect()
+    assert all(r() is not None for r in refs)  # 50 closed of 100 open: not yet
+    heap.closed(open_rooms=100)
+    gc.collect()  # unfrozen at the 51st: any collection frees them now
+    assert all(r() is None for r in refs)
+    heap.settle()  # the due full pass, then a fresh freeze
+    assert gc.get_freeze_count() > 0
+
+
+def test_cycles_in_the_frozen_heap_are_freed_when_memory_doubles():
+    used = [1_000]
+    heap = Heap(used=lambda: used[0])
+    heap.settle()
+    kept = [Node() for _ in range(10)]
+    heap.settle()
+    refs = [weakref.ref(n) for n in kept]
+    del kept
+    used[0] = 2_000  # doubled, not more
+    heap.settle()
+    assert all(r() is not None for r in refs)
+    used[0] = 2_001
+    heap.settle()
+    assert all(r() is None for r in refs)
+
+
+async def test_the_host_gives_everything_back_to_the_collector_when_it_closes(tmp_path, monkeypatch):
+    monkeypatch.setattr(host_module, "Heap", lambda: Heap(every=0.01))
+    store = await Store.open(tmp_path / "heap.db")
+    model = Relay()
+    try:
+        async with RoomHost.open(store, lambda _m: (model, "relay"), team=_team()) as host:
+            await host.ask(None, "a line", workspace=tmp_path)
+            await trio.sleep(0.05)
+            assert gc.get_freeze_count() > 0  # the rooms' state was frozen meanwhile
+        assert gc.get_freeze_count() == 0
+    finally:
+        await store.close()
