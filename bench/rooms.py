@@ -91,6 +91,21 @@ def cpu_s() -> float:
     return r.ru_utime + r.ru_stime
 
 
+class _collector_pauses:  # noqa: N801 - used as a function
+    """How long each pass of the cyclic garbage collector stopped the process, from now on."""
+
+    def __init__(self):
+        self.seconds: list[float] = []
+        self._start = 0.0
+        gc.callbacks.append(self.note)
+
+    def note(self, phase: str, _info: dict) -> None:
+        if phase == "start":
+            self._start = time.perf_counter()
+        else:
+            self.seconds.append(time.perf_counter() - self._start)
+
+
 def pct(xs: list[float], p: float) -> float:
     s = sorted(xs)
     return s[min(len(s) - 1, int(round(p / 100 * (len(s) - 1))))] if s else float("nan")
@@ -127,6 +142,7 @@ async def run(n: int, latency: float, mode: str, seconds: float, pause: float,
 
                 latencies: list[float] = []
                 stop_at = trio.current_time() + seconds
+                pauses = _collector_pauses()
                 c0, w0 = cpu_s(), time.perf_counter()
                 if prof:
                     prof.enable()
@@ -148,10 +164,11 @@ async def run(n: int, latency: float, mode: str, seconds: float, pause: float,
                 if prof:
                     prof.disable()
                 wall, cpu = time.perf_counter() - w0, cpu_s() - c0
+                gc.callbacks.remove(pauses.note)
                 out |= {"lines": len(latencies), "wall": wall, "lines_s": len(latencies) / wall,
                         "cpu_ms_line": cpu / max(1, len(latencies)) * 1e3, "cpu_share": cpu / wall,
                         "p50": pct(latencies, 50), "p95": pct(latencies, 95), "p99": pct(latencies, 99),
-                        "ideal": 3 * latency}
+                        "ideal": 3 * latency, "gc_max_ms": max(pauses.seconds, default=0.0) * 1e3}
 
                 host.idle_close = 0  # park every room: closed, history only in the store
                 for room in list(host.rooms.values()):
@@ -219,8 +236,9 @@ def main() -> None:
     print(f"load average before: {os.getloadavg()[0]:.1f}; {args.seconds:g} s measured per run")
     print()
     print("| rooms | latency s | mode | lines | lines/s | p50 ms | p95 ms | p99 ms | ideal ms | p95/ideal "
-          "| CPU ms/line | CPU share | KB per open room | KB per parked room | create ms | reopen ms | peak RSS MB |")
-    print("|---:|---:|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
+          "| CPU ms/line | CPU share | longest GC pass ms | KB per open room | KB per parked room | create ms | reopen ms "
+          "| peak RSS MB |")
+    print("|---:|---:|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
     for n, lat, mode in grid:
         cmd = [sys.executable, __file__, "--child", str(n), str(lat), mode,
                "--seconds", str(args.seconds), "--pause", str(args.pause)]
@@ -232,7 +250,7 @@ def main() -> None:
         ratio = r["p95"] / r["ideal"] if r["ideal"] else float("nan")
         print(f"| {n:,} | {lat:g} | {mode} | {r['lines']:,} | {r['lines_s']:.0f} | {r['p50'] * 1e3:.0f} | "
               f"{r['p95'] * 1e3:.0f} | {r['p99'] * 1e3:.0f} | {r['ideal'] * 1e3:.0f} | {ratio:.2f} | "
-              f"{r['cpu_ms_line']:.2f} | {r['cpu_share']:.2f} | {r['rss_open_kb']:.1f} | {r['rss_parked_kb']:.1f} | "
+              f"{r['cpu_ms_line']:.2f} | {r['cpu_share']:.2f} | {r['gc_max_ms']:.0f} | {r['rss_open_kb']:.1f} | {r['rss_parked_kb']:.1f} | "
               f"{r['create_ms']:.2f} | {r['reopen_ms']:.2f} | {r['peak_rss_mb']:.0f} |", flush=True)
     print(f"\nload average after: {os.getloadavg()[0]:.1f}")
 
