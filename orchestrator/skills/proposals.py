@@ -16,7 +16,6 @@ from pathlib import Path
 from typing import Literal
 
 import msgspec
-import yaml
 
 from orchestrator.core.errors import InputError
 from orchestrator.memory import scan
@@ -88,6 +87,8 @@ def _slug(text: str) -> str:
 
 def skill_text(name: str, description: str, body: str, metadata: dict[str, str]) -> str:
     """A SKILL.md written by the pass: its own front matter, so provenance cannot be left out."""
+    import yaml  # with the first proposal written, not with every import of the room
+
     front = yaml.safe_dump({"name": name, "description": description, "metadata": metadata},
                            sort_keys=False, allow_unicode=True, width=1000)
     return f"---\n{front}---\n\n{body.strip()}\n"
