@@ -47,7 +47,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from engine import machine, pct, text_of  # noqa: E402  (bench/engine.py: prose, percentiles, machine line)
 
-from orchestrator.core.events import ErrorEvent, Event, MessageEvent, TaskEvent  # noqa: E402
+from orchestrator.core.events import ErrorEvent, Event, MessageEvent, TaskEvent, TurnStart  # noqa: E402
 from orchestrator.core.types import Draft, TextBlock  # noqa: E402
 from orchestrator.providers.scripted import Reply, ScriptedProvider  # noqa: E402
 from orchestrator.room.room import COMMANDER, USER, Room  # noqa: E402
@@ -75,6 +75,7 @@ class Tally:
         self.messages = 0
         self.last: MessageEvent | None = None
         self.started: dict[str, float] = {}  # agent -> wall clock of its task's `running` event
+        self.calling: dict[str, float] = {}  # agent -> wall clock of its first `turn` event (its model is called)
         self.reports: list[float] = []  # wall clock of each worker's text message
         self.errors: list[str] = []
 
@@ -86,6 +87,8 @@ class Tally:
                 self.reports.append(time.time())
         elif isinstance(ev, TaskEvent) and ev.status == "running":
             self.started[ev.agent] = time.time()
+        elif isinstance(ev, TurnStart) and ev.agent not in (COMMANDER, USER):
+            self.calling.setdefault(ev.agent, time.time())
         elif isinstance(ev, ErrorEvent):
             self.errors.append(ev.message)
 
@@ -132,7 +135,7 @@ async def fanout_once(tmp: Path, n: int, delay: float, slow: float) -> dict:
         assert len(done) == n, room.ledger.tasks
     starts = tally.started.values()
     return {"wall": wall, "first_start": min(starts) - t0, "last_start": max(starts) - t0,
-            "slow_start": tally.started[workers[-1]] - t0,
+            "slow_start": tally.started[workers[-1]] - t0, "last_call": max(tally.calling.values()) - t0,
             "last_report": max(tally.reports) - t0, "messages": tally.messages}
 
 
@@ -148,17 +151,20 @@ async def fanout(args, tmp: Path) -> None:
           f"the last declared {args.slow * 1e3:g} ms")
     print()
     print("| workers | messages | wall ms (median) | wall ms (min–max) | ideal ms | overhead ms | overhead % "
-          "| first / last worker started at ms | slowest started at ms | last report → idle ms |")
-    print("|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
+          "| first / last worker started at ms | slowest started at ms | last worker's model called at ms "
+          "| last report → idle ms |")
+    print("|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
     for n, r, lo, hi in rows:
         wall = r["wall"] * 1e3
         print(f"| {n} | {r['messages']} | {wall:.1f} | {lo * 1e3:.1f}–{hi * 1e3:.1f} | {ideal:.0f} | "
               f"{wall - ideal:.1f} | {(wall - ideal) / ideal * 100:.1f} % | "
               f"{r['first_start'] * 1e3:.1f} / {r['last_start'] * 1e3:.1f} | {r['slow_start'] * 1e3:.1f} | "
+              f"{r['last_call'] * 1e3:.1f} | "
               f"{(r['wall'] - r['last_report']) * 1e3:.1f} |")
     print()
     print(f"{args.fanout_repeat} round(s) per size; the columns after min–max are from the median round. "
-          f"\"started at\" is a task's `running` ledger event (its model call begins right after), from "
+          f"\"started at\" is a task's `running` ledger event, \"model called\" its worker's `turn` event (the "
+          f"request is sent right after), both from "
           f"`room.post`; the slowest worker is the last declared, but trio picks the start order, so its "
           f"start (and the wall time) varies between rounds.")
     print()
