@@ -8,6 +8,8 @@ import sqlite3
 from collections.abc import Callable
 from typing import Any, Literal, TypeVar
 
+import trio
+
 from orchestrator.core.errors import OrchestratorError
 from orchestrator.core.prompts import render
 from orchestrator.memory import scan
@@ -19,6 +21,9 @@ Target = Literal["profile", "notes"]
 TARGETS: tuple[Target, ...] = ("profile", "notes")
 PROFILE_CAP = 1500
 NOTES_CAP = 3000
+REFRESH = 1.0  # seconds a snapshot is reused when this process wrote nothing: another process's change shows by then
+
+_writes = 0  # writes through any Memory of this process: a snapshot taken before one is read again
 
 
 class NoteError(OrchestratorError):
@@ -38,6 +43,8 @@ class Memory:
         self.caps: dict[Target, int] = {"profile": profile_cap, "notes": notes_cap}
         self._ready = False  # read-only: whether the file's table was looked for
         self._shown: tuple[tuple[tuple[str, ...], ...] | None, str] = (None, "")
+        self._read = -1  # the process's write count when the snapshot was last read
+        self._fresh_until = 0.0
         self._scratch: sqlite_utils.Database | None = None  # stands in for a read-only file without the table
 
     async def entries(self, target: Target) -> list[str]:
@@ -48,21 +55,21 @@ class Memory:
         if not text:
             raise NoteError("nothing to add: the entry is empty")
         self._vet(_known(target), text)
-        return await self._call(_add, target, text, self.caps[target])
+        return await self._write(_add, target, text, self.caps[target])
 
     async def replace(self, target: Target, old: str, new: str) -> str:
         """Change the one occurrence of `old` (exact text) in the one entry that holds it."""
         if not old:
             raise NoteError("say which text to replace: the old text is empty")
         self._vet(_known(target), new)
-        return await self._call(_replace, target, old, new, self.caps[target])
+        return await self._write(_replace, target, old, new, self.caps[target])
 
     async def remove(self, target: Target, text_or_index: str | int) -> str:
         """Remove entry number `text_or_index` (from 1, as `memory show` numbers them), or the one entry
         that contains that exact text."""
         if text_or_index == "":
             raise NoteError("say which entry to remove: the text is empty")
-        return await self._call(_remove, _known(target), text_or_index, self.caps[target])
+        return await self._write(_remove, _known(target), text_or_index, self.caps[target])
 
     async def rewrite(self, parts: dict[Target, list[str]], *,
                       expected: dict[Target, list[str]] | None = None) -> list[str]:
@@ -70,16 +77,27 @@ class Memory:
         Raises Conflict if a part no longer equals `expected`. Returns notes on repeated entries dropped."""
         for target in parts:
             _known(target)
-        return await self._call(_rewrite, parts, expected, self.caps)
+        return await self._write(_rewrite, parts, expected, self.caps)
 
     async def snapshot(self) -> str:
         """The memory block of a system prompt, or "" when both parts are empty."""
-        # Read every turn (another process may have changed it), rendered only when it did change.
+        # Read again once this process wrote, or REFRESH after the last read (another process may have written);
+        # rendered only when it did change.
+        if self._read == _writes and trio.current_time() < self._fresh_until:
+            return self._shown[1]
+        self._read, self._fresh_until = _writes, trio.current_time() + REFRESH
         parts = await self._call(_parts, small=True)
         key = tuple(tuple(entries) for entries in parts.values())
         if key != self._shown[0]:
             self._shown = key, self._render(parts)
         return self._shown[1]
+
+    async def _write(self, fn: Callable[..., T], *args: Any) -> T:
+        global _writes
+        try:
+            return await self._call(fn, *args)
+        finally:
+            _writes += 1  # every snapshot of this process reads again
 
     def _render(self, parts: dict[Target, list[str]]) -> str:
         if not any(parts.values()):
