@@ -14,6 +14,8 @@ from collections import Counter
 from dataclasses import dataclass, field
 from functools import lru_cache
 
+from orchestrator.core.patterns import Pattern
+
 EXFILTRATION = "exfiltration"
 DESTRUCTIVE = "destructive"
 DISK = "disk"
@@ -93,12 +95,12 @@ def assess(command: str) -> Verdict:
 _SUB = "$__subst__"  # stands in for a $(...), `...` or <(...) whose text is read on its own
 _MAX_DEPTH = 12  # nesting beyond this is refused rather than half read
 _PUNCT = "();<>|&\n"
-_FD_NUMBER = re.compile(r"(?<![\w$])\d+(?=[<>])")  # the 2 of 2>&1 is not an argument
-_ASSIGNMENT = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*(\[[^\]]*\])?\+?=")
+_FD_NUMBER = Pattern(r"(?<![\w$])\d+(?=[<>])")  # the 2 of 2>&1 is not an argument
+_ASSIGNMENT = Pattern(r"^[A-Za-z_][A-Za-z0-9_]*(\[[^\]]*\])?\+?=")
 _KEYWORDS = {"if", "then", "else", "elif", "fi", "do", "done", "while", "until", "!", "{", "}"}
 _HEADERS = {"for", "case", "select", "esac", "in"}  # loop/case headers: their words run nothing
 _SHELLS = {"sh", "bash", "dash", "zsh", "ksh", "ash", "mksh", "fish"}
-_INTERPRETERS = re.compile(r"^(python[\d.]*|pypy[\d.]*|perl|ruby|node|nodejs|php|lua|Rscript)$")
+_INTERPRETERS = Pattern(r"^(python[\d.]*|pypy[\d.]*|perl|ruby|node|nodejs|php|lua|Rscript)$")
 
 
 @dataclass
@@ -387,13 +389,13 @@ _BUILD_DIRS = {
     "tmp", ".tmp",
 }
 _BUILD_PATTERNS = {"*.pyc", "*.pyo", "*.o", "*.class", "*.egg-info", ".DS_Store"} | _BUILD_DIRS
-_ROOTISH = re.compile(
+_ROOTISH = Pattern(
     r"^(/+\.?\.?|/+\*|~/?\*?|\$\{?HOME\}?/?\*?"
     r"|/+(bin|boot|dev|etc|home|lib|lib32|lib64|opt|proc|root|run|sbin|srv|sys|usr|var)/*\*?)$")
-_BLOCK_DEVICE = re.compile(
+_BLOCK_DEVICE = Pattern(
     r"^/dev/(sd[a-z]|hd[a-z]|vd[a-z]|xvd[a-z]|nvme\d|mmcblk\d|disk/|mapper/|md\d|dm-\d|mem$|kmem$|port$)")
-_SYSTEM = re.compile(r"^(/etc|/boot|/usr|/bin|/sbin|/lib|/lib32|/lib64|/sys|/proc/sys|/var/spool/cron|/root)(/|$)")
-_SECRETS = re.compile(
+_SYSTEM = Pattern(r"^(/etc|/boot|/usr|/bin|/sbin|/lib|/lib32|/lib64|/sys|/proc/sys|/var/spool/cron|/root)(/|$)")
+_SECRETS = Pattern(
     r"(?<![\w.-])\.(ssh|aws|gnupg|kube|azure|password-store|vault-token|netrc|pgpass|git-credentials"
     r"|pypirc|docker/config\.json|config/gcloud)(?![\w-])"
     r"|\bid_(rsa|dsa|ecdsa|ed25519)\b"
@@ -411,12 +413,12 @@ _SECRETS = re.compile(
     r"|\bterraform\.rc\b|\bcredentials\.tfrc\.json\b|\bLogin Data\b|\bCookies\b|key4\.db|logins\.json"
     r"|Library/Application Support/(Google/Chrome|Firefox|BraveSoftware)|AppData/(Local|Roaming)/"
     r"|(?<![\w.-])\.env(?!\.(example|sample|template|dist)\b)(\.[\w-]+)?(?![\w./-])")
-_LOCAL_URL = re.compile(
+_LOCAL_URL = Pattern(
     r"^([a-z][a-z0-9+.-]*://)?([^@/\s]*@)?(localhost|127(\.\d+){3}|0\.0\.0\.0|\[::1\]|::1)(:\d+)?([/?#]|$)", re.I)
-_REMOTE_SPEC = re.compile(r"^(scp://|rsync://|sftp://|[^/\s:]+::?)")  # host:path, user@host:, host::module
-_GIT_URL = re.compile(r"://|^[^/\s]+@[^/\s]+:")
-_FORK_LOOP = re.compile(r"fork.*\b(while|loop|for)\b|\b(while|loop|for)\b.*fork", re.S)
-_FUNCTION = re.compile(
+_REMOTE_SPEC = Pattern(r"^(scp://|rsync://|sftp://|[^/\s:]+::?)")  # host:path, user@host:, host::module
+_GIT_URL = Pattern(r"://|^[^/\s]+@[^/\s]+:")
+_FORK_LOOP = Pattern(r"fork.*\b(while|loop|for)\b|\b(while|loop|for)\b.*fork", re.S)
+_FUNCTION = Pattern(
     r"(?:function\s+)?([^\s(){};|&<>]+)\s*\(\s*\)\s*[{(](.*?)[})]|function\s+([^\s(){};|&<>]+)\s*\{(.*?)\}", re.S)
 
 
@@ -783,7 +785,7 @@ _RUNNERS = _SHELLS | {"source", "."}
 _DOWNLOADERS = {"curl", "wget", "fetch", "aria2c", "http", "https", "xh", "lwp-request", "GET",
                 "iwr", "irm", "invoke-webrequest", "invoke-restmethod"}  # PowerShell's, read lowercased
 _UNPACKERS = {"tar", "bsdtar", "unzip", "gunzip", "cpio", "7z", "xz", "zstd", "bunzip2"}
-_SAVES = re.compile(r"^(?:-[a-zA-Z]*[oO]|--output(?:-document)?|--remote-name)(?:=|$)|^-[oO].")  # -so, -fsSLo
+_SAVES = Pattern(r"^(?:-[a-zA-Z]*[oO]|--output(?:-document)?|--remote-name)(?:=|$)|^-[oO].")  # -so, -fsSLo
 _EVALUATORS = {"eval", "iex", "invoke-expression"}  # PowerShell's names are case-insensitive
 
 
@@ -930,7 +932,7 @@ def _reads_only_plain_files(tree) -> bool:
 
 
 # require() of the project's own files and of read-only core modules: node -e "require('./package.json')"
-_JS_PLAIN_REQUIRE = re.compile(r"""\brequire\s*\(\s*(['"])(?:\./(?![\w./-]*\.\.)[\w./-]+|"""
+_JS_PLAIN_REQUIRE = Pattern(r"""\brequire\s*\(\s*(['"])(?:\./(?![\w./-]*\.\.)[\w./-]+|"""
                                r"""(?:node:)?(?:os|path|util|url|assert|semver))\1\s*\)""")
 _JS_SAFE = {"console", "log", "error", "info", "warn", "process", "version", "versions", "platform", "arch",
             "argv", "JSON", "stringify", "parse", "Math", "max", "min", "floor", "ceil", "round", "random", "abs",
@@ -974,26 +976,26 @@ _NET_PROGS = (_NETWORK | _DOWNLOADERS | _PKG | {"ping", "traceroute", "gh", "hub
               "az", "kubectl", "terraform", "tofu", "pulumi", "doctl", "oci", "rclone", "docker", "podman", "twine",
               "aria2c", "git-lfs", "ngrok", "s3cmd", "heroku", "vercel", "netlify", "fly", "flyctl", "wrangler"})
 _GIT_NET = {"push", "pull", "fetch", "clone", "ls-remote", "submodule", "remote", "lfs"}
-_URL = re.compile(r"(?i)\b(?:https?|ftp|wss?|git|ssh|s3|gs)://")
-_STARTUP = re.compile(
+_URL = Pattern(r"(?i)\b(?:https?|ftp|wss?|git|ssh|s3|gs)://")
+_STARTUP = Pattern(
     r"(?:^|/)(?:\.bashrc|\.bash_profile|\.bash_login|\.bash_logout|\.profile|\.zshrc|\.zprofile|\.zshenv|\.zlogin|"
     r"\.kshrc|\.cshrc|\.tcshrc|\.inputrc|\.xinitrc|\.xprofile|\.pam_environment|\.gitconfig|\.npmrc|\.pypirc|"
     r"\.curlrc|\.wgetrc|\.vimrc|\.exrc|\.config/fish/|\.config/autostart/|\.config/systemd/|\.config/git/|"
     r"\.local/share/systemd/|Library/LaunchAgents/|\.ssh/authorized_keys|\.ssh/config|\.ssh/rc|\.git/hooks/|"
     r"\.git/config|\.husky/|/etc/profile|/etc/bash\.bashrc|/etc/cron|/etc/systemd/|/etc/init\.d/|/etc/rc\.local)")
-_HOMEISH = re.compile(r"^(~|\$\{?HOME\}?|/home/|/root(/|$)|/Users/)")
-_GIT_EXEC_KEYS = re.compile(
+_HOMEISH = Pattern(r"^(~|\$\{?HOME\}?|/home/|/root(/|$)|/Users/)")
+_GIT_EXEC_KEYS = Pattern(
     r"(?i)^(core\.(fsmonitor|hookspath|sshcommand|pager|editor|askpass|gitproxy|attributesfile|excludesfile)|"
     r"alias\..*|filter\..*|diff\..*\.(textconv|command)|merge\..*\.driver|credential\..*|include\.path|"
     r"includeif\..*|url\..*|http\..*proxy|sequence\.editor|gpg\.program|uploadpack\..*|receive\..*|"
     r"remote\..*\.(url|pushurl|uploadpack|receivepack)|protocol\..*|init\.templatedir|sendemail\..*)$")
 _CLOUD = {"aws", "gcloud", "az", "gsutil", "doctl", "oci", "rclone", "s3cmd", "heroku", "vercel", "netlify",
           "fly", "flyctl", "wrangler", "pulumi"}
-_CLOUD_MUTATE = re.compile(r"(?i)^(delete|remove|rm|rb|destroy|terminate|purge|drop|detach|revoke|deregister|"
+_CLOUD_MUTATE = Pattern(r"(?i)^(delete|remove|rm|rb|destroy|terminate|purge|drop|detach|revoke|deregister|"
                            r"disable|stop|reset|wipe|nuke|cleanup|prune|dedupe|uninstall|undeploy|down|sync|mv|"
                            r"move|put|update|create|modify|set|attach|run|deploy|up|apply|import|restore|"
                            r"invoke|start|reboot|scale|replace|copy|cp|upload|publish|release|promote)(?:[-_].*)?$")
-_CLOUD_SECRETS = re.compile(r"(?i)(print-access-token|print-identity-token|get-access-token|get-secret-value|"
+_CLOUD_SECRETS = Pattern(r"(?i)(print-access-token|print-identity-token|get-access-token|get-secret-value|"
                             r"get-session-token|export-credentials|get-login-password|get-authorization-token|"
                             r"access-secret|secret show|secrets versions access|get-parameters?$|configure get|"
                             r"configure export|keys list|credentials|auth token)")
@@ -1054,7 +1056,7 @@ def _families(script: _Script):
         yield from _family_cmd(cmd, cmd.prog, cmd.args, remotes_added)
 
 
-_ENDLESS = re.compile(r"\bwhile\s+(?:true|:|\[\s*1\s*\]|\(\(\s*1\s*\)\))\s*;?\s*do\b|\bfor\s*\(\(\s*;\s*;\s*\)\)")
+_ENDLESS = Pattern(r"\bwhile\s+(?:true|:|\[\s*1\s*\]|\(\(\s*1\s*\)\))\s*;?\s*do\b|\bfor\s*\(\(\s*;\s*;\s*\)\)")
 _MUTATORS = {"sed", "rm", "chmod", "chown", "mv", "cp", "tee", "truncate", "shred", "ln", "perl", "unlink"}
 
 
@@ -1151,12 +1153,12 @@ def _family_cmd(cmd: Cmd, prog: str, args: list[str], remotes_added: bool):
         yield DESTRUCTIVE, "erases the shell history"
 
 
-_HOST_PROCESS = re.compile(r"(?i)^-?(?:python[\d.]*|node|nodejs|bash|sh|zsh|fish|ssh|sshd|systemd|init|"
+_HOST_PROCESS = Pattern(r"(?i)^-?(?:python[\d.]*|node|nodejs|bash|sh|zsh|fish|ssh|sshd|systemd|init|"
                            r"x(?:org|wayland)|gnome-shell|plasmashell|kwin\w*|finder|dock|explorer|"
                            r"docker|dockerd|containerd|tmux|screen|code|orchestrator|java|ruby|perl)$")
-_SECRET_WORD = re.compile(r"(?i)passw|secret|token|api.?key|credential|private.?key|BEGIN .*PRIVATE")
+_SECRET_WORD = Pattern(r"(?i)passw|secret|token|api.?key|credential|private.?key|BEGIN .*PRIVATE")
 # names under which the environment carries secrets: AWS_SECRET_ACCESS_KEY, GITHUB_TOKEN, DB_PASSWORD
-_SECRET_VAR = re.compile(r"(?i)(?:SECRET|TOKEN|PASSW(?:OR)?D|PASSPHRASE|API_?KEY|PRIVATE_?KEY|ACCESS_?KEY|"
+_SECRET_VAR = Pattern(r"(?i)(?:SECRET|TOKEN|PASSW(?:OR)?D|PASSPHRASE|API_?KEY|PRIVATE_?KEY|ACCESS_?KEY|"
                          r"CREDENTIAL|AUTH|COOKIE)")
 
 

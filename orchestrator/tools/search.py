@@ -8,15 +8,18 @@ import re
 import stat
 from collections.abc import Iterator
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import msgspec
-import pathspec
 import trio
 
 from orchestrator.tools.base import Tool, ToolContext, ToolError
 from orchestrator.tools.files import READ_CAP, read_fd, with_note
 from orchestrator.tools.sandbox import Listings, Opened, open_checked, open_entry, root_of, shown, still_single, walk
 from orchestrator.tools.session import ToolSession
+
+if TYPE_CHECKING:
+    import pathspec
 
 GREP_FILE_BYTES = 4 << 20  # larger files are skipped by grep_files (and said so)
 LINE_CAP = 400  # characters of one grep line
@@ -81,6 +84,8 @@ class _Ignores:
                     pass  # none there, or not readable: nothing to ignore
 
     def _add(self, folder: Path, data: bytes) -> None:
+        import pathspec  # with the first .gitignore read, not with every import of the tools (~7 ms)
+
         self._specs[folder] = pathspec.GitIgnoreSpec.from_lines(data.decode("utf-8", "replace").splitlines())
 
     def enter(self, folder: Path, fd: int, files: list[str]) -> None:
