@@ -11,6 +11,7 @@ from itertools import islice
 from typing import Callable
 
 from orchestrator.core.events import TaskEvent
+from orchestrator.core.tokens import estimate
 from orchestrator.store.db import Side, Store, TaskRecord, task_side
 
 SUMMARY_CHARS = 200
@@ -29,6 +30,7 @@ class Ledger:
         self._running: set[str] = set()
         self._unread: set[str] = set()
         self._order: dict[str, int] = {}  # id -> position in `tasks`
+        self._lines: dict[str, tuple[TaskRecord, str, int]] = {}  # id -> (the record shown, its line, tokens)
         for t in tasks:
             self._index(t)
 
@@ -79,6 +81,20 @@ class Ledger:
     def recent(self, n: int) -> list[TaskRecord]:
         """The last n tasks opened, oldest first."""
         return list(islice(reversed(self.tasks.values()), n))[::-1]
+
+    def lines(self, n: int) -> list[tuple[str, int]]:
+        """The last n tasks as the commander's prompt shows them, each with its tokens: made once per change."""
+        shown = []
+        for rec in self.recent(n):
+            kept = self._lines.get(rec.id)
+            if kept is None or kept[0] is not rec:
+                line = f"{rec.id} {rec.agent} [{rec.status}] {rec.task}" + (f" -> {rec.result}" if rec.result else "")
+                # + 1: a line estimated alone counts up to one token fewer than inside the whole prompt
+                kept = self._lines[rec.id] = (rec, line, estimate(f"- {line}\n") + 1)
+            shown.append(kept[1:])
+        if len(self._lines) > 2 * n:  # only the shown ones are worth keeping
+            self._lines = {rec.id: self._lines[rec.id] for rec in self.recent(n) if rec.id in self._lines}
+        return shown
 
     def _oldest_first(self, ids: set[str]) -> list[TaskRecord]:
         return [self.tasks[i] for i in sorted(ids, key=self._order.__getitem__)]

@@ -63,6 +63,7 @@ __all__ = ["COMMANDER", "USER", "Member", "Room", "TurnFailed", "check_team"]
 _MENTION = re.compile(r"@([a-z][a-z0-9_-]{0,31})\b")
 
 DEFAULT_WINDOW = 200_000
+_LEDGER_HEAD = estimate("Task ledger:\n")  # the commander prompt's heading over a ledger that is not empty
 Resolve = Callable[[str], tuple[Provider, str]]  # model string -> (provider, model id)
 Catalog = Callable[[str], "ModelInfo | None"]  # model string -> its window and compaction point, if known
 
@@ -590,20 +591,13 @@ class Room:
         if member.name == COMMANDER:
             for t in self._commander_tools:
                 tools.add(t)
-            roster, ledger = self.roster(), self.ledger.recent(20)
         skills = self.skills.equip(spec, member.name == COMMANDER, tools, window)
         if member.name == COMMANDER:
-            inputs = ("commander", tools.names(), memory, self.floor, [a.name for a in roster], ledger, skills)
-        else:
-            inputs = ("worker", tools.names(), memory, skills)
-        if inputs != member.prompt[0]:  # rendered again only when something it shows changed
-            if member.name == COMMANDER:
-                text = render("commander.md.j2", instructions=spec.instructions, roster=roster, floor=self.floor,
-                              ledger=ledger, tools=tools.names(), memory=memory, skills=skills)
-            else:
-                text = render("worker.md.j2", name=spec.name, description=spec.description,
-                              instructions=spec.instructions, tools=tools.names(), interactive=spec.interactive,
-                              memory=memory, skills=skills)
+            self._commander_prompt(member, tools.names(), memory, skills)
+        elif (inputs := ("worker", tools.names(), memory, skills)) != member.prompt[0]:  # rendered when it changed
+            text = render("worker.md.j2", name=spec.name, description=spec.description,
+                          instructions=spec.instructions, tools=tools.names(), interactive=spec.interactive,
+                          memory=memory, skills=skills)
             member.prompt = (inputs, text, estimate(text))
         _, system, system_tokens = member.prompt
         return Agent(name=member.name, provider=provider, model=model, system=system, tools=tools,
@@ -611,6 +605,22 @@ class Room:
                      system_tokens=system_tokens,
                      window=window, budget=spec.request_budget, compact_at=spec.compact_at or (info.compact_at if info else 0.8),
                      thinking_budget=spec.thinking.budget_tokens if spec.thinking else None)
+
+    def _commander_prompt(self, member: Member, tools: list[str], memory: str, skills: str) -> None:
+        """The commander's system prompt, rendered again when what it shows changed. Its ledger changes with every
+        assignment: the rest is estimated once per change of its own, each ledger line once (Ledger.lines)."""
+        roster = self.roster()
+        rest = (tools, memory, self.floor, [a.name for a in roster], skills)
+        ledger = self.ledger.lines(20)
+        if (rest, ledger) == member.prompt[0]:
+            return
+        values = dict(instructions=member.spec.instructions, roster=roster, floor=self.floor, tools=tools,
+                      memory=memory, skills=skills)
+        if rest != member.frame[0]:
+            member.frame = (rest, estimate(render("commander.md.j2", ledger=[], **values)))
+        text = render("commander.md.j2", ledger=[line for line, _ in ledger], **values)
+        member.prompt = ((rest, ledger), text, member.frame[1] + sum(tokens for _, tokens in ledger)
+                         + (_LEDGER_HEAD if ledger else 0))
 
     async def _add_mcp_tools(self, member: Member, tools: Registry, window: int) -> None:
         """The member's MCP tools; a server that started once stays up for every room of this process.
