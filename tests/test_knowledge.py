@@ -20,8 +20,9 @@ from orchestrator.core.errors import InputError
 from orchestrator.core.retry import RetryPolicy
 from orchestrator.memory.embeddings import HttpEmbedder, embedder_from_config
 from orchestrator.memory.ingest import add_files, find_files
+from orchestrator.memory.fulltext import fts_query
 from orchestrator.memory.knowledge import (
-    MODES, Chunking, Fusion, KnowledgeError, MemoryKnowledgeBase, SqliteKnowledgeBase, chunk_text, fts_query, rrf,
+    MODES, Chunking, Fusion, KnowledgeError, MemoryKnowledgeBase, StoreKnowledgeBase, chunk_text, rrf,
 )
 from orchestrator.providers.config import load_config
 from orchestrator.store.db import Store
@@ -149,14 +150,14 @@ class Failing:
 
 
 @asynccontextmanager
-async def backend(kind: str, tmp_path: Path, **options) -> AsyncIterator[MemoryKnowledgeBase | SqliteKnowledgeBase]:
+async def backend(kind: str, tmp_path: Path, **options) -> AsyncIterator[MemoryKnowledgeBase | StoreKnowledgeBase]:
     if kind == "memory":
         async with await MemoryKnowledgeBase.open(**options) as kb:
             yield kb
         return
     store = await Store.open(tmp_path / "kb.db")
     try:
-        yield await SqliteKnowledgeBase.open(store, **options)
+        yield await StoreKnowledgeBase.open(store, **options)
     finally:
         await store.close()
 
@@ -262,8 +263,8 @@ async def test_hostile_queries_never_break_a_search(kind, tmp_path):
 async def test_a_second_process_sees_vectors_another_one_added(tmp_path):
     one, two = await Store.open(tmp_path / "kb.db"), await Store.open(tmp_path / "kb.db")
     try:
-        a = await SqliteKnowledgeBase.open(one, embedder=HashEmbedder())
-        b = await SqliteKnowledgeBase.open(two, embedder=HashEmbedder())
+        a = await StoreKnowledgeBase.open(one, embedder=HashEmbedder())
+        b = await StoreKnowledgeBase.open(two, embedder=HashEmbedder())
         await a.add_document("first.md", "apples and pears\n")
         assert [h.path for h in await a.search("apples", mode="vector")] == ["first.md"]  # a holds the matrix now
         await b.add_document("second.md", "quinces and medlars\n")
@@ -276,13 +277,13 @@ async def test_a_second_process_sees_vectors_another_one_added(tmp_path):
 async def test_the_sqlite_index_persists(tmp_path):
     store = await Store.open(tmp_path / "kb.db")
     try:
-        kb = await SqliteKnowledgeBase.open(store, embedder=HashEmbedder())
+        kb = await StoreKnowledgeBase.open(store, embedder=HashEmbedder())
         await kb.add_document("orchard.md", DOC)
     finally:
         await store.close()
     store = await Store.open(tmp_path / "kb.db")
     try:
-        kb = await SqliteKnowledgeBase.open(store, embedder=HashEmbedder())
+        kb = await StoreKnowledgeBase.open(store, embedder=HashEmbedder())
         assert (await kb.add_document("orchard.md", DOC)).status == "unchanged"
         assert [h.start for h in await kb.search("pomegranate", mode="vector", k=1)] == [36]
         assert await store.rooms() == []  # the knowledge base's tables sit beside the store's own

@@ -1,5 +1,5 @@
 """The `orchestrator kb` command: add, search, list and remove knowledge-base documents.
-Owns its arguments, which embedding model a run uses, and what a person sees; the index lives in the session database.
+Owns its arguments, which embedding model a run uses, and what a person sees; the index lives beside the rooms.
 """
 from __future__ import annotations
 
@@ -15,14 +15,13 @@ from pathlib import Path
 import msgspec
 import trio
 
-from orchestrator.cli.paths import database, default_db, private_file
-from orchestrator.store.backends import is_url
+from orchestrator.cli.paths import database, default_db, open_db
 from orchestrator.core.errors import InputError, ProviderError
 from orchestrator.memory.embeddings import ENV_MODEL, HttpEmbedder, embedder_from_config
+from orchestrator.memory.fulltext import fts_query
 from orchestrator.memory.ingest import add_files, find_files
-from orchestrator.memory.knowledge import MODES, AddResult, Document, SqliteKnowledgeBase, fts_query
+from orchestrator.memory.knowledge import MODES, AddResult, Document, StoreKnowledgeBase
 from orchestrator.providers.config import load_config
-from orchestrator.store.db import Store
 
 SHOWN_LINES = 8  # of each hit, without --full
 _WORD = re.compile(r"[^\W_]+")
@@ -33,7 +32,8 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
     kb = subparsers.add_parser("kb", help="the knowledge base: add, search, list and remove documents")
     sub = kb.add_subparsers(dest="kb_command", required=True)
     db = argparse.ArgumentParser(add_help=False)
-    db.add_argument("--db", type=database, default=default_db(), help="the SQLite file (default: %(default)s)")
+    db.add_argument("--db", type=database, default=default_db(),
+                    help="the SQLite file or a postgresql:// URL (default: %(default)s)")
     embed = argparse.ArgumentParser(add_help=False)
     embed.add_argument("--embed", metavar="PROVIDER/MODEL",
                        help=f"embedding model, e.g. ollama/nomic-embed-text, or `none` for full text only (default: "
@@ -62,18 +62,11 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
 
 @asynccontextmanager
 async def _knowledge(args: argparse.Namespace, *, create: bool = False,
-                     write: bool = False) -> AsyncIterator[SqliteKnowledgeBase]:
-    if is_url(args.db):
-        raise InputError(f"{args.db}: the knowledge base lives in an SQLite file; pass --db PATH (a PostgreSQL "
-                         "store has no knowledge base yet)")
-    if create:
-        private_file(args.db)
-    elif not args.db.exists():
-        raise InputError(f"{args.db}: no such database; pass --db PATH or set ORCHESTRATOR_DB")
-    store = await Store.open(args.db, readonly=not (create or write))  # search and list only read
+                     write: bool = False) -> AsyncIterator[StoreKnowledgeBase]:
+    store = await open_db(args.db, create=create, readonly=not (create or write))  # search and list only read
     try:
         async with AsyncExitStack() as stack:
-            kb = await SqliteKnowledgeBase.open(store)
+            kb = await StoreKnowledgeBase.open(store)
             if hasattr(args, "embed"):
                 kb.embedder = await _embedder(args.embed, await kb.list_documents(), stack)
             yield kb

@@ -1,13 +1,13 @@
-"""The knowledge base (M4): documents chunked on line boundaries, indexed by full text (FTS5) and by vectors.
-Owns chunking, the SQLite and in-memory backends behind one interface, hybrid retrieval (RRF) and adding files.
+"""The knowledge base (M4): documents chunked on line boundaries, indexed by full text and by vectors.
+Owns chunking, the kb_* tables (SQLite, PostgreSQL, in memory) behind one interface and hybrid retrieval (RRF).
 """
 from __future__ import annotations
 
 import hashlib
-import re
 import sqlite3
 import time
-from collections.abc import Awaitable, Callable, Sequence
+from collections.abc import Awaitable, Callable, Iterator, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import PurePath
 from typing import TYPE_CHECKING, Any, Literal, Protocol
@@ -18,11 +18,14 @@ import trio
 from orchestrator.core.errors import InputError, ProviderError
 from orchestrator.core.log import logger
 from orchestrator.memory.embeddings import ENV_MODEL, Embedder, numpy
+from orchestrator.memory.fulltext import PG_WORDS, FullText, fts_query, index_words, ranked
 from orchestrator.store.db import Store, immediate
 from orchestrator.store.sqlite import sqlite_utils
 
 if TYPE_CHECKING:
     import numpy as np
+
+    from orchestrator.store.postgres import PgStore
 
 log = logger(__name__)
 
@@ -153,51 +156,6 @@ def chunk_text(text: str, spec: Chunking = Chunking()) -> list[Chunk]:
     return chunks
 
 
-# --- full-text queries -------------------------------------------------------------------------
-
-_STOPWORDS = frozenset("""
-a about after all also am an and any are as at be been before but by can could did do does doing for from had has
-have having he her here how i if in into is it its itself just me more most my no nor not of off on once only or
-other our out over own same she should so some such than that the their them then there these they this those
-through to too under until up very was we were what when where which while who whom why will with would you your
-""".split())
-_ALNUM = re.compile(r"[^\W_]+")
-_MAX_TERMS = 64
-
-
-# Scripts written without spaces between words (and Hangul, whose words carry their particles).
-_DENSE = re.compile("[\u0e00-\u0eff\u1000-\u109f\u1780-\u17ff\u1100-\u11ff\u3040-\u30ff\u3130-\u318f"
-                    "\u3400-\u4dbf\u4e00-\u9fff\uac00-\ud7af\uf900-\ufaff]+")
-
-
-@dataclass(frozen=True)
-class FullText:
-    """What the full-text pass looks for: a MATCH expression for the word index, and the runs of
-    space-less scripts for the trigram index."""
-
-    words: str | None
-    dense: tuple[str, ...] = ()
-
-
-def fts_query(text: str) -> FullText | None:
-    """The word index's MATCH expression, safe for any input: every whitespace-separated term becomes a
-    quoted string (so `server-sent`, `a & b`, quotes and parentheses are text, never syntax), OR-ed so that
-    a question need not contain every word; bm25 ranks chunks holding more and rarer terms first.
-    Inside quotes FTS5 tokenizes as it indexed, so `max_inflight_requests` is the phrase "max inflight requests".
-    Runs of Thai, Lao, Khmer, Burmese, Chinese, Japanese or Korean go to the trigram index as they are.
-    None when nothing searchable is left (only stopwords or punctuation)."""
-    text = text.replace("\0", " ")  # FTS5 reads a NUL as the end of the query string
-    dense = tuple(dict.fromkeys(_DENSE.findall(text)))[:_MAX_TERMS]
-    terms: dict[str, str] = {}
-    for raw in _DENSE.sub(" ", text).split():
-        words = [w.lower() for w in _ALNUM.findall(raw)]
-        if not words or all(w in _STOPWORDS for w in words):
-            continue
-        terms.setdefault(" ".join(words), '"' + raw.replace('"', '""') + '"')
-    words = " OR ".join(list(terms.values())[:_MAX_TERMS]) or None
-    return FullText(words, dense) if words or dense else None
-
-
 # --- fusion ----------------------------------------------------------------------------------
 
 def rrf(passes: Sequence[tuple[float, Sequence[int]]], k: int) -> dict[int, float]:
@@ -236,6 +194,8 @@ def _nearest(m: _Matrix, q: np.ndarray, depth: int, floor: float) -> list[tuple[
 
 
 # --- the tables (run in the database's thread) ---------------------------------------------------
+# One set of queries for both stores: on PostgreSQL `db` is the store's session, which takes SQLite's
+# placeholders; its tables come from the store's migrations (store/pg_schema.py). Only the words index differs.
 
 _SCHEMA = [
     "CREATE TABLE IF NOT EXISTS kb_documents (path TEXT PRIMARY KEY, sha256 TEXT NOT NULL, chunking TEXT NOT NULL, "
@@ -263,20 +223,23 @@ _SCHEMA = [
     # Bumped by every write, so a process notices that another one changed the vectors it holds in memory.
     "CREATE TABLE IF NOT EXISTS kb_meta (key TEXT PRIMARY KEY, value INTEGER NOT NULL)",
 ]
-# The file name is a column of its own and weighs more than the same word in the text.
-_FTS = ("SELECT rowid FROM kb_chunks_fts WHERE kb_chunks_fts MATCH ? "
-        "ORDER BY bm25(kb_chunks_fts, 2.0, 1.0), rowid LIMIT ?")
-_DOCUMENT = "SELECT * FROM kb_documents"
+_DOCUMENT = f"SELECT {', '.join(Document.__struct_fields__)} FROM kb_documents"
 _BUMP = ("INSERT INTO kb_meta (key, value) VALUES ('generation', 1) "
-         "ON CONFLICT (key) DO UPDATE SET value = value + 1")
+         "ON CONFLICT (key) DO UPDATE SET value = kb_meta.value + 1")
+_CHUNK = "INSERT INTO kb_chunks (path, first_line, last_line, name, text) VALUES (?, ?, ?, ?, ?)"
+_PG_CHUNK = f"INSERT INTO kb_chunks (path, first_line, last_line, name, text, words) VALUES (?, ?, ?, ?, ?, {PG_WORDS})"
+_VECTOR = ("INSERT INTO kb_vectors (chunk, model, vector) VALUES (?, ?, ?) "
+           "ON CONFLICT (chunk) DO UPDATE SET model = excluded.model, vector = excluded.vector")
+_PG_WRITER = 0x4F524B42  # "ORKB": the advisory lock that makes knowledge-base writes one at a time, as in SQLite
 
 
-_TRI = ("SELECT rowid FROM kb_chunks_tri WHERE kb_chunks_tri MATCH ? "
-        "ORDER BY bm25(kb_chunks_tri), rowid LIMIT ?")
-_SHORT = "SELECT id FROM kb_chunks WHERE instr(lower(text), lower(?)) > 0 ORDER BY id LIMIT ?"
+def _sqlite(db: Any) -> bool:
+    return isinstance(db, sqlite_utils.Database)
 
 
 def _create(db: sqlite_utils.Database) -> None:
+    if not _sqlite(db):
+        return  # PostgreSQL: the tables are made by the store's migrations
     with immediate(db):
         fresh = "kb_chunks_tri" not in db.table_names()
         for statement in _SCHEMA:
@@ -286,7 +249,23 @@ def _create(db: sqlite_utils.Database) -> None:
 
 
 def _has_tables(db: sqlite_utils.Database) -> bool:
-    return db["kb_documents"].exists()
+    if _sqlite(db):
+        return db["kb_documents"].exists()
+    return db.execute("SELECT to_regclass('kb_documents') IS NOT NULL").fetchone()[0]
+
+
+@contextmanager
+def _writing(db: sqlite_utils.Database) -> Iterator[None]:
+    """One write transaction; writers queue on SQLite's write lock, or on an advisory lock on PostgreSQL
+    (two hosts adding the same path at once would otherwise both delete, then both insert it)."""
+    with immediate(db):
+        if not _sqlite(db):
+            db.execute("SELECT pg_advisory_xact_lock(?)", [_PG_WRITER])
+        yield
+
+
+def _many(db: sqlite_utils.Database, sql: str, rows: list[tuple]) -> None:
+    (db.conn if _sqlite(db) else db).executemany(sql, rows)
 
 
 def _memory_db() -> sqlite_utils.Database:
@@ -296,9 +275,9 @@ def _memory_db() -> sqlite_utils.Database:
 
 
 def _documents(db: sqlite_utils.Database, path: str | None) -> list[Document]:
-    rows = db.query(_DOCUMENT + (" WHERE path = ?" if path is not None else " ORDER BY path"),
-                    [path] if path is not None else [])
-    return [Document(**r) for r in rows]
+    rows = db.execute(_DOCUMENT + (" WHERE path = ?" if path is not None else " ORDER BY path"),
+                      [path] if path is not None else [])
+    return [Document(**dict(zip(Document.__struct_fields__, r))) for r in rows]
 
 
 def _missing(db: sqlite_utils.Database, path: str, model: str) -> list[tuple[int, str]]:
@@ -308,8 +287,7 @@ def _missing(db: sqlite_utils.Database, path: str, model: str) -> list[tuple[int
 
 
 def _put_vectors(db: sqlite_utils.Database, ids: list[int], vectors: np.ndarray, model: str) -> None:
-    db.conn.executemany("INSERT OR REPLACE INTO kb_vectors (chunk, model, vector) VALUES (?, ?, ?)",
-                        [(cid, model, v.tobytes()) for cid, v in zip(ids, vectors)])
+    _many(db, _VECTOR, [(cid, model, v.tobytes()) for cid, v in zip(ids, vectors)])
 
 
 def _count_vectors(db: sqlite_utils.Database, path: str, model: str | None) -> None:
@@ -318,7 +296,7 @@ def _count_vectors(db: sqlite_utils.Database, path: str, model: str | None) -> N
 
 
 def _embed_missing(db: sqlite_utils.Database, path: str, ids: list[int], vectors: np.ndarray, model: str) -> None:
-    with immediate(db):
+    with _writing(db):
         _put_vectors(db, ids, vectors, model)
         _count_vectors(db, path, model)
         db.execute(_BUMP)
@@ -326,10 +304,14 @@ def _embed_missing(db: sqlite_utils.Database, path: str, ids: list[int], vectors
 
 def _replace(db: sqlite_utils.Database, doc: Document, chunks: list[Chunk], vectors: np.ndarray | None) -> None:
     name = PurePath(doc.path).name
-    with immediate(db):
+    with _writing(db):
         _delete(db, doc.path)
-        db.conn.executemany("INSERT INTO kb_chunks (path, first_line, last_line, name, text) VALUES (?, ?, ?, ?, ?)",
-                            [(doc.path, c.start, c.end, name, c.text) for c in chunks])
+        if _sqlite(db):  # FTS5's triggers index the new rows
+            _many(db, _CHUNK, [(doc.path, c.start, c.end, name, c.text) for c in chunks])
+        else:
+            words = index_words(name)
+            _many(db, _PG_CHUNK, [(doc.path, c.start, c.end, name, c.text, words, index_words(c.text))
+                                  for c in chunks])
         if vectors is not None and doc.model is not None:
             # Deleted first in this transaction, so these are exactly the new chunks, in insertion order.
             ids = [r[0] for r in db.execute("SELECT id FROM kb_chunks WHERE path = ? ORDER BY id", [doc.path])]
@@ -347,7 +329,7 @@ def _delete(db: sqlite_utils.Database, path: str) -> bool:
 
 
 def _remove(db: sqlite_utils.Database, path: str) -> bool:
-    with immediate(db):
+    with _writing(db):
         found = _delete(db, path)
         if found:
             db.execute(_BUMP)
@@ -358,10 +340,7 @@ def _passes(db: sqlite_utils.Database, fts: FullText | None, depth: int, model: 
             held: tuple[int, str, int] | None) -> tuple[list[int], _Matrix | None]:
     """The full-text ranking, and the vector matrix when the one held in memory is stale (else None).
     One call, so the ranking and the generation are read from the same state."""
-    ids = [r[0] for r in db.execute(_FTS, [fts.words, depth])] if fts and fts.words else []
-    for term in fts.dense if fts else ():
-        query, args = (_TRI, ['"' + term.replace('"', '""') + '"']) if len(term) >= 3 else (_SHORT, [term])
-        ids += [r[0] for r in db.execute(query, [*args, depth]) if r[0] not in ids]
+    ids = ranked(db, fts, depth)
     if model is None:
         return ids, None
     found = db.execute("SELECT value FROM kb_meta WHERE key = 'generation'").fetchone()
@@ -396,8 +375,9 @@ def is_current(doc: Document | None, digest: str, chunking: Chunking, embedder: 
             and (embedder is None or (doc.model == embedder.model and doc.vectors == doc.chunks)))
 
 
-class SqliteKnowledgeBase:
-    """The persistent backend: `kb_*` tables in the session store's SQLite file, through the store's connection."""
+class StoreKnowledgeBase:
+    """The persistent backend: `kb_*` tables beside the rooms, in the store's SQLite file or PostgreSQL database,
+    through the store's connection. Everything but the full-text pass's SQL is the same on both."""
 
     def __init__(self, run: Run, *, embedder: Embedder | None = None, fusion: Fusion = Fusion(),
                  chunking: Chunking = Chunking()):
@@ -408,18 +388,18 @@ class SqliteKnowledgeBase:
         self._vectors: _Matrix | None = None
 
     @classmethod
-    async def open(cls, store: Store, **options: Any) -> SqliteKnowledgeBase:
+    async def open(cls, store: Store | PgStore, **options: Any) -> StoreKnowledgeBase:
         if not store.readonly:
             await store.call(_create)
         elif not await store.call(_has_tables):
-            # A read-only file that never indexed anything cannot gain the tables: it reads as empty.
+            # A read-only store that never indexed anything cannot gain the tables: it reads as empty.
             return await MemoryKnowledgeBase.open(**options)
         return cls(store.call, **options)
 
     async def aclose(self) -> None:
         """The store belongs to whoever opened it: nothing of ours to close."""
 
-    async def __aenter__(self) -> SqliteKnowledgeBase:
+    async def __aenter__(self) -> StoreKnowledgeBase:
         return self
 
     async def __aexit__(self, *exc: object) -> None:
@@ -519,7 +499,7 @@ class SqliteKnowledgeBase:
         return _unit(raw)[0]
 
 
-class MemoryKnowledgeBase(SqliteKnowledgeBase):
+class MemoryKnowledgeBase(StoreKnowledgeBase):
     """Tests and throwaway use: the same tables and queries in a private in-memory SQLite database,
     so both backends rank alike by construction. Close it (`aclose`, or `async with`)."""
 
@@ -541,31 +521,10 @@ class MemoryKnowledgeBase(SqliteKnowledgeBase):
             await self._run(sqlite_utils.Database.close)
 
 
-class NoKnowledge:
-    """The knowledge base of a PostgreSQL store, which keeps none yet (the kb_* tables need SQLite's FTS5):
-    searches find nothing and adding says where documents can go."""
-
-    embedder: Embedder | None = None
-    chunking = Chunking()
-
-    async def add_document(self, path: str, text: str, *, digest: str | None = None) -> AddResult:
-        raise KnowledgeError("the knowledge base lives in an SQLite store; this room's store is PostgreSQL")
-
-    async def remove_document(self, path: str) -> bool:
-        return False
-
-    async def list_documents(self) -> list[Document]:
-        return []
-
-    async def search(self, query: str, k: int = 5, mode: Mode = "hybrid") -> list[Hit]:
-        return []
-
-    async def aclose(self) -> None:
-        pass
+# The old name, while room/host.py imports it.
+SqliteKnowledgeBase = StoreKnowledgeBase
 
 
-async def for_store(store: Any) -> KnowledgeBase:
-    """The knowledge base kept beside the store's rooms: the kb_* tables of an SQLite store."""
-    if isinstance(store, Store):
-        return await SqliteKnowledgeBase.open(store)
-    return NoKnowledge()
+async def for_store(store: Store | PgStore) -> KnowledgeBase:
+    """The knowledge base kept beside the store's rooms: its kb_* tables, in the SQLite file or PostgreSQL."""
+    return await StoreKnowledgeBase.open(store)

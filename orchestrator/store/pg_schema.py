@@ -5,7 +5,7 @@ starting at once migrate a database exactly once, and a database newer than this
 """
 from __future__ import annotations
 
-VERSION = 3
+VERSION = 4
 MIGRATION_LOCK = 0x4F524348  # "ORCH": the advisory lock key that serialises migrations
 
 # MIGRATIONS[n] takes a database from version n to n + 1 (0: an empty database). Texts are stored as text,
@@ -47,5 +47,33 @@ MIGRATIONS: dict[int, tuple[str, ...]] = {
             input_tokens integer NOT NULL, output_tokens integer NOT NULL, cached_tokens integer NOT NULL,
             estimated boolean NOT NULL, seconds double precision NOT NULL)""",
         "CREATE INDEX usage_room ON usage (room)",
+    ),
+    3: (
+        # The knowledge base (memory/knowledge.py), as the SQLite file keeps it; `words` stands in for FTS5:
+        # the file name (weight A) and the text as stemmed words (memory/fulltext.py fills and queries it).
+        """CREATE TABLE kb_documents (
+            path text PRIMARY KEY, sha256 text NOT NULL, chunking text NOT NULL, bytes bigint NOT NULL,
+            lines integer NOT NULL, chunks integer NOT NULL, vectors integer NOT NULL, model text,
+            added double precision NOT NULL)""",
+        """CREATE TABLE kb_chunks (
+            id bigserial PRIMARY KEY, path text NOT NULL, first_line integer NOT NULL, last_line integer NOT NULL,
+            name text NOT NULL, text text NOT NULL, words tsvector NOT NULL)""",
+        "CREATE INDEX kb_chunks_path ON kb_chunks (path)",
+        "CREATE INDEX kb_chunks_words ON kb_chunks USING gin (words)",
+        # Vectors are float32 bytes, as in SQLite, scored in Python: no extension needed.
+        "CREATE TABLE kb_vectors (chunk bigint PRIMARY KEY, model text NOT NULL, vector bytea NOT NULL)",
+        "CREATE TABLE kb_meta (key text PRIMARY KEY, value bigint NOT NULL)",
+        # Runs of Thai, Chinese, Japanese... are found with LIKE, which pg_trgm's index serves. pg_trgm ships with
+        # PostgreSQL (Debian's postgresql package; postgresql-contrib elsewhere) and is a trusted extension; a
+        # server without it, or a user who may not create it, still works: those searches then read every chunk.
+        """DO $$
+        BEGIN
+            CREATE EXTENSION IF NOT EXISTS pg_trgm;
+            EXECUTE format('CREATE INDEX kb_chunks_trigrams ON kb_chunks USING gin (text %I.gin_trgm_ops)',
+                           (SELECT n.nspname FROM pg_extension e JOIN pg_namespace n ON n.oid = e.extnamespace
+                            WHERE e.extname = 'pg_trgm'));
+        EXCEPTION WHEN OTHERS THEN
+            RAISE NOTICE 'knowledge base without a trigram index (%)', SQLERRM;
+        END $$""",
     ),
 }

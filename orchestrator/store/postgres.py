@@ -299,18 +299,27 @@ class PgStore:
 
 
 class _Session:
-    """What memory's queries need of a connection, with SQLite's placeholders turned into psycopg's."""
+    """What memory's and the knowledge base's queries need of a connection, with SQLite's placeholders turned
+    into psycopg's."""
 
     def __init__(self, conn: Any):
         self._conn = conn
 
     def execute(self, sql: str, params: Any = ()) -> Any:
-        return self._conn.execute(_PLACEHOLDER.sub(lambda m: f"%({m[1]})s" if m[1] else "%s", sql), params)
+        return self._conn.execute(_placeholders(sql), params)
+
+    def executemany(self, sql: str, rows: list[Any]) -> None:
+        with self._conn.cursor() as cur:
+            cur.executemany(_placeholders(sql), rows)
 
     @contextlib.contextmanager
     def transaction(self) -> Iterator[None]:
         with self._conn.transaction():
             yield
+
+
+def _placeholders(sql: str) -> str:
+    return _PLACEHOLDER.sub(lambda m: f"%({m[1]})s" if m[1] else "%s", sql)
 
 
 def _first_line(exc: BaseException) -> str:
