@@ -11,6 +11,7 @@ from pathlib import Path
 import pytest
 import trio
 
+from orchestrator.memory.knowledge import StoreKnowledgeBase
 from orchestrator.store import pg_schema
 from orchestrator.store.postgres import PgStore
 from orchestrator.store.schema import UnusableDatabase
@@ -48,6 +49,29 @@ async def test_a_version_1_database_migrates_with_its_rooms(url):
     finally:
         await store.close()
     assert sql(url, "SELECT version FROM orchestrator_schema") == [(pg_schema.VERSION,)]
+
+
+async def test_a_version_3_database_gains_the_knowledge_base(url):
+    sql(url, *[s for v in range(3) for s in pg_schema.MIGRATIONS[v]],
+        "CREATE TABLE orchestrator_schema (version integer NOT NULL)", "INSERT INTO orchestrator_schema VALUES (3)",
+        "INSERT INTO rooms VALUES ('r1', 'old', 'commander', 1.0, '{}', 0, 0)")
+    store = await PgStore.open(url, readonly=True)
+    try:  # not migrated yet: a read-only open sees an empty knowledge base, not an error
+        kb = await StoreKnowledgeBase.open(store)
+        assert await kb.list_documents() == [] and await kb.search("walnut") == []
+    finally:
+        await store.close()
+    store = await PgStore.open(url)
+    try:
+        assert [r.id for r in await store.rooms()] == ["r1"]
+        kb = await StoreKnowledgeBase.open(store)
+        await kb.add_document("nuts.md", "the walnut harvest\nクルミの収穫\n")
+        assert [h.path for h in await kb.search("walnuts")] == ["nuts.md"]  # stemmed
+        assert [h.start for h in await kb.search("収穫")] == [1]
+    finally:
+        await store.close()
+    assert sql(url, "SELECT version FROM orchestrator_schema") == [(pg_schema.VERSION,)]
+    assert sql(url, "SELECT count(*) FROM pg_indexes WHERE indexname = 'kb_chunks_trigrams'") == [(1,)]
 
 
 async def test_hosts_starting_at_once_migrate_once(url):
