@@ -99,11 +99,11 @@ PG_WORDS = "setweight(to_tsvector('english', ?), 'A') || to_tsvector('english', 
 # document frequency, times ts_rank's saturating count of it in the chunk (the name twice the text),
 # divided by 1 + log(chunk length). Every chunk holding any term is a candidate, as with FTS5's OR.
 _PG_FTS = """
-WITH terms AS (
+WITH terms AS MATERIALIZED (
     SELECT q, (SELECT count(*) FROM kb_chunks WHERE words @@ q) AS df
     FROM unnest(?::text[]) AS t (phrase), phraseto_tsquery('english', phrase) AS q
     WHERE numnode(q) > 0),
-  total AS (SELECT count(*) AS n FROM kb_chunks)
+  total AS MATERIALIZED (SELECT count(*) AS n FROM kb_chunks)
 SELECT c.id FROM total, terms JOIN kb_chunks c ON c.words @@ terms.q
 GROUP BY c.id
 ORDER BY sum(ln(1 + (total.n - terms.df + 0.5) / (terms.df + 0.5)) * ts_rank('{0.5, 0, 0, 1}', c.words, terms.q, 1))

@@ -59,7 +59,8 @@ MIGRATIONS: dict[int, tuple[str, ...]] = {
             id bigserial PRIMARY KEY, path text NOT NULL, first_line integer NOT NULL, last_line integer NOT NULL,
             name text NOT NULL, text text NOT NULL, words tsvector NOT NULL)""",
         "CREATE INDEX kb_chunks_path ON kb_chunks (path)",
-        "CREATE INDEX kb_chunks_words ON kb_chunks USING gin (words)",
+        # fastupdate off: a pending list would be read linearly by every search until a vacuum merged it.
+        "CREATE INDEX kb_chunks_words ON kb_chunks USING gin (words) WITH (fastupdate = off)",
         # Vectors are float32 bytes, as in SQLite, scored in Python: no extension needed.
         "CREATE TABLE kb_vectors (chunk bigint PRIMARY KEY, model text NOT NULL, vector bytea NOT NULL)",
         "CREATE TABLE kb_meta (key text PRIMARY KEY, value bigint NOT NULL)",
