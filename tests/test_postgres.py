@@ -74,6 +74,28 @@ async def test_a_version_3_database_gains_the_knowledge_base(url):
     assert sql(url, "SELECT count(*) FROM pg_indexes WHERE indexname = 'kb_chunks_trigrams'") == [(1,)]
 
 
+async def test_without_pg_trgm_space_less_scripts_are_still_found(url):
+    """A user who may not create the extension (or a server without it): the migration goes on without the
+    trigram index, and LIKE reads every chunk instead."""
+    sql(url, "DO $$ BEGIN CREATE ROLE kb_weak LOGIN; EXCEPTION WHEN duplicate_object THEN NULL; END $$",
+        "CREATE SCHEMA weak AUTHORIZATION kb_weak", f"REVOKE CREATE ON DATABASE {url.rsplit('/', 1)[1]} FROM PUBLIC")
+    weak = url.replace("://orch@", "://kb_weak@") + "?options=-csearch_path%3Dweak"
+    try:
+        psycopg.connect(weak).close()
+    except psycopg.Error as exc:
+        pytest.skip(f"cannot log in as a second role on this server: {exc}")
+    store = await PgStore.open(weak)
+    try:
+        kb = await StoreKnowledgeBase.open(store)
+        await kb.add_document("ops.md", "restart it\n重启服务器的方法\nサーバーを再起動する\n")
+        assert [h.path for h in await kb.search("服务器")] == ["ops.md"]
+        assert [h.path for h in await kb.search("再起動")] == ["ops.md"]
+    finally:
+        await store.close()
+    assert sql(url, "SELECT count(*) FROM pg_indexes WHERE indexname = 'kb_chunks_trigrams'") == [(0,)]
+    assert sql(url, "SELECT count(*) FROM pg_extension WHERE extname = 'pg_trgm'") == [(0,)]
+
+
 async def test_hosts_starting_at_once_migrate_once(url):
     stores: list[PgStore] = []
 
