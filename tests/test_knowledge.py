@@ -277,6 +277,17 @@ async def test_hostile_queries_never_break_a_search(where):
         assert [h.path for h in await kb.search('"quoted" (paren)', mode="fts")] == ["sse.md"]
 
 
+async def test_words_match_across_case_diacritics_stems_and_identifier_parts(where):
+    async with backend(where) as kb:
+        await kb.add_document("notes.md", "filler\n" * 50 + "The Café settings live in ledger.flush_interval_ms "
+                              "and config.toml; compaction retries twice\n")
+        await kb.add_document("other.md", "nothing of the kind\n")
+        for query in ["cafe", "CAFÉ", "flush_interval", "interval", "toml", "config.toml", "retry", "compacting",
+                      "ledger.flush_interval_ms?"]:
+            assert [(h.path, h.start) for h in await kb.search(query, mode="fts")] == [("notes.md", 36)], query
+        assert await kb.search("flush_ledger", mode="fts") == []  # a phrase: its words in that order
+
+
 async def test_a_second_process_sees_vectors_another_one_added(stored):
     one, two = await open_store(stored), await open_store(stored)
     try:
