@@ -30,6 +30,8 @@ from orchestrator.memory.knowledge import (
     MODES, Chunking, Fusion, KnowledgeError, MemoryKnowledgeBase, StoreKnowledgeBase, chunk_text, rrf,
 )
 from orchestrator.providers.config import load_config
+from orchestrator.scenario.loader import load_scenario
+from orchestrator.scenario.runner import run_scenario
 from orchestrator.store.backends import open_store
 from orchestrator.tools.base import ToolContext, ToolError
 from orchestrator.tools.kb_tool import kb_tool
@@ -521,6 +523,33 @@ async def test_search_knowledge_tool(where, tmp_path):
                 await tool.run(tool.parse(raw), ctx)
         with pytest.raises(ToolError, match="k"):
             tool.parse({"query": "x", "k": 50})
+
+
+async def test_agents_search_the_index_of_the_store_their_room_is_in(stored, tmp_path):
+    """A room on either store gives its agents that store's knowledge base (a scripted scenario run on it)."""
+    store = await open_store(stored)
+    try:
+        await (await StoreKnowledgeBase.open(store)).add_document("/docs/orchard.md", DOC)
+    finally:
+        await store.close()
+    (tmp_path / "kb.yaml").write_text("""
+name: kb-in-a-room
+team:
+  commander:
+    tools: [search_knowledge]
+models:
+  commander:
+    - call: {search_knowledge: {query: which fruit ends the manual, mode: fts}}
+    - say: A pomegranate.
+      sees: "61\tthe word pomegranate ends it"
+turns:
+  - user: Which fruit ends the orchard manual?
+expect:
+  transcript:
+    - {from: commander, contains: pomegranate}
+""")
+    result = await run_scenario(load_scenario(tmp_path / "kb.yaml"), db=stored)
+    assert result.check.ok and not result.failed_run, result.check.failures
 
 
 # --- files and the command line ------------------------------------------------------------------

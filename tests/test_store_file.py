@@ -16,7 +16,7 @@ import pytest
 import trio
 
 from orchestrator.core.types import Draft, TextBlock, ToolCallBlock
-from orchestrator.memory.knowledge import SqliteKnowledgeBase
+from orchestrator.memory.knowledge import StoreKnowledgeBase
 from orchestrator.memory.notes import Memory
 from orchestrator.store import schema
 from orchestrator.store.db import Store
@@ -222,7 +222,7 @@ async def test_the_first_releases_database_migrates_with_everything_in_it(tmp_pa
         assert [(m.id, m.seq, m.author, m.kind) for m in loaded] == [r[:4] for r in messages]
         assert len(await store.tasks(room.id)) == len(tasks) == 3
         assert await Memory(store).entries("profile") == ["Prefers short answers."]
-        async with await SqliteKnowledgeBase.open(store) as kb:
+        async with await StoreKnowledgeBase.open(store) as kb:
             assert [d.path for d in await kb.list_documents()] == ["notes/plan.md"]
             assert (await kb.search("tests", mode="fts"))[0].path == "notes/plan.md"
         await store.append(room.id, Draft(author="user", kind="user", blocks=[TextBlock("after")], visible_to=["*"]))

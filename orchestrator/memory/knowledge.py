@@ -501,7 +501,7 @@ class StoreKnowledgeBase:
 
 class MemoryKnowledgeBase(StoreKnowledgeBase):
     """Tests and throwaway use: the same tables and queries in a private in-memory SQLite database,
-    so both backends rank alike by construction. Close it (`aclose`, or `async with`)."""
+    so it ranks as an SQLite store does by construction. Close it (`aclose`, or `async with`)."""
 
     def __init__(self, db: sqlite_utils.Database, **options: Any):
         limiter = trio.CapacityLimiter(1)  # one connection: its calls must not overlap
