@@ -276,6 +276,9 @@ async def test_hostile_queries_never_break_a_search(where):
                 await kb.search(q, mode=mode)
         [hit] = await kb.search("server-sent", mode="fts")
         assert hit.path == "sse.md"
+        await kb.add_document("nul.txt", "before\0after walnut\n")  # a NUL late in a file, or from an API caller
+        [hit] = await kb.search("walnut", mode="fts")
+        assert (hit.path, hit.text) == ("nul.txt", "before\ufffdafter walnut")
         assert [h.path for h in await kb.search('"quoted" (paren)', mode="fts")] == ["sse.md"]
 
 

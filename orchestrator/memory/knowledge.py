@@ -409,6 +409,7 @@ class StoreKnowledgeBase:
         """Index `text` as the document `path`, replacing what was indexed under that path.
         `digest` identifies the content (the file's sha256); without it, the text's sha256."""
         digest = digest or hashlib.sha256(text.encode()).hexdigest()
+        text = text.replace("\0", "\ufffd")  # PostgreSQL text cannot hold NUL: U+FFFD, as for an undecodable byte
         found = await self._run(_documents, path)
         old = found[0] if found else None
         if is_current(old, digest, self.chunking, self.embedder):
