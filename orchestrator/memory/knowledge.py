@@ -522,10 +522,6 @@ class MemoryKnowledgeBase(StoreKnowledgeBase):
             await self._run(sqlite_utils.Database.close)
 
 
-# The old name, while room/host.py imports it.
-SqliteKnowledgeBase = StoreKnowledgeBase
-
-
 async def for_store(store: Store | PgStore) -> KnowledgeBase:
     """The knowledge base kept beside the store's rooms: its kb_* tables, in the SQLite file or PostgreSQL."""
     return await StoreKnowledgeBase.open(store)

@@ -19,7 +19,7 @@ from orchestrator.core.log import logger
 from orchestrator.core.retry import RetryPolicy
 from orchestrator.core.types import Message
 from orchestrator.mcplink.servers import Hub
-from orchestrator.memory.knowledge import KnowledgeBase, SqliteKnowledgeBase
+from orchestrator.memory.knowledge import KnowledgeBase, for_store
 from orchestrator.room.heap import Heap
 from orchestrator.room.room import Catalog, Resolve, Room
 from orchestrator.store.db import Store
@@ -67,7 +67,7 @@ class RoomHost:
     @asynccontextmanager
     async def open(cls, store: Store, resolve: Resolve, **options) -> AsyncIterator[RoomHost]:
         """A host over `store`; on exit every room is left to finish its work, then closed."""
-        knowledge = options.pop("knowledge", None) or await SqliteKnowledgeBase.open(store)
+        knowledge = options.pop("knowledge", None) or await for_store(store)
         async with trio.open_nursery() as nursery:
             host = cls(store, resolve, nursery, knowledge, **options)
             settling = trio.CancelScope()
