@@ -165,7 +165,9 @@ async def test_stop_reaches_anonymous_and_background_workers(store, tmp_path):
     async with Room.create(store, team(agent("bg"), agent("named")), resolver(provider),
                            workspace=tmp_path, on_event=rec) as room:
         await room.post("go")
-        await trio.sleep(0.2)
+        with trio.fail_after(10):  # all three at work (a fixed sleep was too short on a loaded machine)
+            while len(room.ledger.running()) < 3:
+                await trio.sleep(0.01)
         assert len(room.ledger.running()) == 3
         await room.stop()
         assert not room.busy
