@@ -608,7 +608,9 @@ async def test_cancel_with_a_real_clock_leaves_nothing_running():
     async with trio.open_nursery() as nursery:
         nursery.start_soon(turn, box)
         await started.wait()
-        await trio.sleep(0.2)
+        with trio.fail_after(10):
+            while c.active < 2:
+                await trio.sleep(0.01)
         assert c.active == 2
         cancelled_at = trio.current_time()
         box[0].cancel()

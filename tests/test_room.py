@@ -117,7 +117,9 @@ async def test_stop_cancels_eight_busy_workers_fast_and_leaves_nothing_behind(st
     async with Room.create(store, team(*(agent(n) for n in names)), resolver(provider),
                            workspace=tmp_path, on_event=rec) as room:
         await room.post("Run the eight slow jobs.")
-        await trio.sleep(0.2)
+        with trio.fail_after(10):  # all eight at work, however loaded the machine
+            while len(provider.requests) < 9:
+                await trio.sleep(0.01)
         assert room.busy
         assert len([e for _, e in rec.of(TaskEvent) if e.status == "running"]) == 8
         assert len(provider.requests) == 9  # the commander and the eight workers are all waiting
