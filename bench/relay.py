@@ -3,9 +3,11 @@
 Ours: a real `Room` on a file-backed SQLite store (every message committed), commander + workers `a` and `b`.
 Per user line the commander dispatches to `a`, then to `b`, then answers: 5 model calls (turns). Theirs (when
 `autogen-agentchat` and `autogen-ext` are installed, the `bench` extra): `RoundRobinGroupChat` of three
-`AssistantAgent`s on the stock `ReplayChatCompletionClient`, in memory, `max_turns` = turns. A turn is one
-model call on both sides; ms/turn is the wall time of the whole run over the turns. Every (side, size)
-runs in a fresh subprocess, so the peak RSS (`ru_maxrss`) is its own, imports included.
+`AssistantAgent`s on the stock `ReplayChatCompletionClient`, in memory, `max_turns` = turns. Install
+the extra in a venv of its own: autogen-core pins protobuf 5, which the `otel` extra's exporter cannot use. A turn is one
+model call on both sides; ms/turn is the wall time of the whole run over the turns, after one untimed
+warm-up line (5 turns) on each side. Every (side, size) runs in a fresh subprocess, so the peak RSS
+(`ru_maxrss`) is its own, imports included.
 
 Also: start-up (`orchestrator --help`, `import orchestrator.room.room`, best of 5 fresh processes).
 
@@ -43,7 +45,7 @@ async def ours(turns: int, prof: cProfile.Profile | None = None) -> dict:
 
     lines = max(1, turns // PER_LINE)
     script = {COMMANDER: [], "a": [], "b": []}
-    for i in range(lines):
+    for i in range(lines + 1):  # the first line warms up, untimed
         script[COMMANDER] += [Reply(calls=[("dispatch_to", {"agent": "a", "task": f"Draft part {i}."})]),
                               Reply(calls=[("dispatch_to", {"agent": "b", "task": f"Check part {i}."})]),
                               Reply(say=f"Part {i} is drafted and checked.")]
@@ -57,6 +59,8 @@ async def ours(turns: int, prof: cProfile.Profile | None = None) -> dict:
         try:
             async with Room.create(store, team, lambda _m: (provider, "scripted"), name="relay",
                                    workspace=Path(tmp)) as room:
+                await room.post("Line -1: warm up (templates, first imports), untimed.")
+                await room.idle()
                 t0 = time.perf_counter()
                 if prof:
                     prof.enable()
@@ -78,10 +82,14 @@ async def autogen(turns: int) -> dict:
     from autogen_agentchat.teams import RoundRobinGroupChat
     from autogen_ext.models.replay import ReplayChatCompletionClient
 
-    agents = [AssistantAgent(name, model_client=ReplayChatCompletionClient(
-        [f"{name}: reply {i}, a short line of relayed work." for i in range(turns)]))
-        for name in ("commander", "a", "b")]
-    team = RoundRobinGroupChat(agents, max_turns=turns, termination_condition=MaxMessageTermination(turns + 1))
+    def relay(turns: int) -> RoundRobinGroupChat:
+        agents = [AssistantAgent(name, model_client=ReplayChatCompletionClient(
+            [f"{name}: reply {i}, a short line of relayed work." for i in range(turns)]))
+            for name in ("commander", "a", "b")]
+        return RoundRobinGroupChat(agents, max_turns=turns, termination_condition=MaxMessageTermination(turns + 1))
+
+    await relay(PER_LINE).run(task="Warm up, untimed.")  # as on our side: first-use costs out of the timing
+    team = relay(turns)
     t0 = time.perf_counter()
     result = await team.run(task="Relay the work.")
     wall = time.perf_counter() - t0
