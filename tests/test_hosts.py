@@ -14,7 +14,6 @@ import sqlite3
 import time
 from collections import Counter
 
-import pytest
 import trio
 
 from orchestrator.store.heal import pairing_problems
@@ -63,12 +62,6 @@ def _epochs(kind: str, db: str) -> dict[str, list[tuple[int, int | None]]]:
     return out
 
 
-# Known open bug (issue 20): once in a CI run on PostgreSQL, one acknowledged line stayed unanswered after the
-# takeover: the taking host decides from the stored messages whether the last line still needs an answer, and a
-# host killed between storing a line and answering it while an earlier line's reply was still being written
-# leaves a history that decision can misread. Kept running (and reported) until the host loop records which line
-# each turn answers.
-@pytest.mark.xfail(reason="issue 20: a line cut by the kill can stay unanswered after a takeover (rare race)", strict=False)
 async def test_three_hosts_300_rooms_one_killed(tmp_path, backend):
     rng = random.Random(20261201)
     store = await backend.open()

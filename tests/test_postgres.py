@@ -96,6 +96,24 @@ async def test_without_pg_trgm_space_less_scripts_are_still_found(url):
     assert sql(url, "SELECT count(*) FROM pg_extension WHERE extname = 'pg_trgm'") == [(0,)]
 
 
+async def test_a_version_4_database_learns_what_each_reply_answers(url):
+    """4 → 5: the answers column; a reply stored before it is taken to answer everything before it."""
+    sql(url, *[s for v in range(4) for s in pg_schema.MIGRATIONS[v]],
+        "CREATE TABLE orchestrator_schema (version integer NOT NULL)", "INSERT INTO orchestrator_schema VALUES (4)",
+        "INSERT INTO rooms VALUES ('r1', 'old', 'commander', 1.0, '{}', 3, 3.0)",
+        *(f"INSERT INTO messages VALUES ('m{seq}', 'r1', {seq}, {seq}.0, '{author}', '{kind}', '[\"*\"]', '', '', "
+          f"'[]', '[]', 1)" for seq, author, kind in ((1, "user", "user"), (2, "commander", "text"),
+                                                      (3, "user", "user"))))
+    store = await PgStore.open(url)
+    try:
+        assert await store.answered("r1") == {"commander": 1}
+        assert [m.seq for m in await store.read("r1")] == [1, 2, 3]
+    finally:
+        await store.close()
+    assert sql(url, "SELECT version FROM orchestrator_schema") == [(pg_schema.VERSION,)] == [(5,)]
+    assert sql(url, "SELECT seq, answers FROM messages ORDER BY seq") == [(1, None), (2, 1), (3, None)]
+
+
 async def test_hosts_starting_at_once_migrate_once(url):
     stores: list[PgStore] = []
 

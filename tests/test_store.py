@@ -398,3 +398,24 @@ async def test_a_host_renews_all_its_leases_at_once(backend):
     finally:
         await a.close()
         await b.close()
+
+
+async def test_a_reply_records_what_it_answers_in_its_own_row(backend):
+    store = await backend.open()
+    try:
+        room = await store.create_room("r")
+        line = await store.append(room.id, say("first"))
+        reply = Draft(author="commander", kind="text", blocks=[TextBlock("ok")], visible_to=["*"])
+        await store.append(room.id, say("second"))
+        await store.append(room.id, reply, answers=line.seq)  # written after the second line, answering the first
+        await store.append(room.id, msgspec.structs.replace(reply, author="coder"), answers=2)
+        await store.append(room.id, msgspec.structs.replace(reply, kind="notice"))  # answers nothing
+        assert await store.answered(room.id) == {"commander": line.seq, "coder": 2}
+        assert await store.answered((await store.create_room("empty")).id) == {}
+    finally:
+        await store.close()
+    again = await backend.open()  # it is stored, not kept by this connection
+    try:
+        assert await again.answered(room.id) == {"commander": 1, "coder": 2}
+    finally:
+        await again.close()

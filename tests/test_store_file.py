@@ -247,6 +247,35 @@ def _schema(path: Path, *names: str) -> list[tuple]:
         conn.close()
 
 
+async def test_a_version_2_file_learns_what_each_reply_answers(tmp_path):
+    """2 → 3: the answers column; a reply stored before it is taken to answer everything before it."""
+    path = tmp_path / "v2.db"
+    store = await Store.open(path)
+    room = await store.create_room("r")
+    for draft in (Draft(author="user", kind="user", blocks=[TextBlock("hi")], visible_to=["*"]),
+                  Draft(author="commander", kind="text", blocks=[TextBlock("hello")], visible_to=["*"]),
+                  Draft(author="user", kind="user", blocks=[TextBlock("and?")], visible_to=["*"])):
+        await store.append(room.id, draft)
+    await store.close()
+    sql(path, "ALTER TABLE messages DROP COLUMN answers", "PRAGMA user_version = 2")
+    store = await Store.open(path, readonly=True)  # read as it is, no migration
+    try:
+        assert len(await store.load(room.id)) == 3
+    finally:
+        await store.close()
+    assert pragma(path, "user_version") == 2
+    store = await Store.open(path)
+    try:
+        assert await store.answered(room.id) == {"commander": 1}
+    finally:
+        await store.close()
+    assert pragma(path, "user_version") == schema.VERSION == 3
+    assert raw_rows(path, "SELECT seq, answers FROM messages ORDER BY seq") == [(1, None), (2, 1), (3, None)]
+    fresh = tmp_path / "fresh.db"
+    await (await Store.open(fresh)).close()
+    assert _schema(path, "messages") == _schema(fresh, "messages")
+
+
 async def test_every_migration_step_exists():
     assert sorted(schema.MIGRATIONS) == list(range(schema.VERSION))
     assert schema.READABLE >= {schema.VERSION}

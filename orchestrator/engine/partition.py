@@ -66,6 +66,7 @@ class Partition:
         self.ids: list[str] = []
         self.tokens = 0
         self.unread = 0  # messages from others since the agent's last model request
+        self.read_seq = 0  # the newest seq the agent's last model request held: what its next words answer
         self._open: dict[str, list[int]] = {}  # call id -> [insert position]; shared per round
         self._summary_of: dict[str, Message] = {}  # replaced message id -> the summary standing for it
 
@@ -135,3 +136,4 @@ class Partition:
 
     def mark_read(self) -> None:
         self.unread = 0
+        self.read_seq = self.messages[-1].seq if self.messages else 0  # the bus delivers in seq order

@@ -32,17 +32,19 @@ class Bus:
         for fn in self._subscribers:
             fn(ev)
 
-    async def post(self, draft: Draft, notify: tuple[str, ...] = (), *, task: TaskRecord | None = None) -> Message:
+    async def post(self, draft: Draft, notify: tuple[str, ...] = (), *, task: TaskRecord | None = None,
+                   answers: int | None = None) -> Message:
         """Commit a message: store, partitions of everyone allowed to see it, then subscribers.
 
         Only the members in `notify` are asked to answer it; the others just see it (G3). `task` (an
-        assignment's ledger entry) is committed with it, in one transaction.
+        assignment's ledger entry) is committed with it, in one transaction; so is `answers`, the newest
+        seq an agent's reply answers.
         """
         async with self._lock:
             carried, self._carried = self._carried, []
             try:
                 msg = await self._store.append(self._room, draft, task=task,
-                                               side=_together(carried) if carried else None)
+                                               side=_together(carried) if carried else None, answers=answers)
             except BaseException:
                 self._carried[:0] = carried  # not written: they wait for the next commit
                 raise

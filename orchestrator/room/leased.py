@@ -118,16 +118,14 @@ class LeasedRooms:
                     await self.store.release(held.lease if held else lease)
 
     async def _carry_on(self, room: Room) -> None:
-        """A line the last owner stored but never answered (it died mid-turn, perhaps after part of the
-        reply: a tool call, a worker's task) is answered now by the member it went to."""
-        messages: list[Message] = await self.store.read(room.id)
-        last = next((i for i in range(len(messages) - 1, -1, -1) if messages[i].kind == "user"), None)
-        if last is None:
-            return
-        others = [n for n in messages[last].visible_to if n not in (USER, COMMANDER) and n in room.members]
-        target = others[0] if others else COMMANDER
-        if not any(m.author == target and m.kind == "text" for m in messages[last + 1:]):
-            room.wake(target)
+        """Lines the last owner stored but never answered (it died mid-turn, perhaps after part of the reply:
+        a tool call, a worker's task) are answered now by the member each went to. Every reply records the
+        newest seq its author had read, in the reply's own row, so "answered" is exact: a reply to an earlier
+        line stored after a later one does not count for the later one."""
+        answered = await self.store.answered(room.id)
+        for line in await self.store.read(room.id):
+            if line.kind == "user" and (target := _addressee(line, room)) and line.seq > answered.get(target, 0):
+                room.wake(target)  # once per member: a turn answers every line it reads
 
     def _lost(self, room_id: str) -> None:
         if held := self._held.pop(room_id, None):
@@ -177,3 +175,10 @@ class LeasedRooms:
                 self._lost(line.room)
             finally:
                 self.store.undeliver(line.room)
+
+
+def _addressee(line: Message, room: Room) -> str | None:
+    """The member a user line went to (room.post: the mentioned member or the floor's owner, else the
+    commander); None for a line that went to nobody (an unknown @name)."""
+    went = [n for n in line.visible_to if n != USER and n in room.members]
+    return next((n for n in went if n != COMMANDER), COMMANDER if went else None)

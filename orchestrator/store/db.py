@@ -69,8 +69,10 @@ class TaskRecord(msgspec.Struct, kw_only=True):
     updated: float = 0.0
 
 
-_INSERT_MESSAGE = "INSERT INTO messages ({}, epoch) VALUES ({}, :epoch)".format(
+_INSERT_MESSAGE = "INSERT INTO messages ({}, epoch, answers) VALUES ({}, :epoch, :answers)".format(
     ", ".join(Message.__struct_fields__), ", ".join(":" + c for c in Message.__struct_fields__))
+# Shared with the PostgreSQL store (its placeholder differs): an author's replies answer up to their highest mark.
+_ANSWERED = "SELECT author, max(answers) FROM messages WHERE room = ? AND answers IS NOT NULL GROUP BY author"
 _SELECT_MESSAGES = f"SELECT {', '.join(Message.__struct_fields__)} FROM messages WHERE room = ? AND seq > ? ORDER BY seq"
 _UPSERT_TASK = "INSERT INTO tasks ({}) VALUES ({}) ON CONFLICT (id) DO UPDATE SET {}".format(
     ", ".join(TaskRecord.__struct_fields__), ", ".join(":" + c for c in TaskRecord.__struct_fields__),
@@ -134,13 +136,14 @@ class Store:
         await self._now(self._set_room, room_id, "floor", owner)
 
     async def append(self, room_id: str, draft: Draft, *, task: TaskRecord | None = None,
-                     side: Side | None = None) -> Message:
+                     side: Side | None = None, answers: int | None = None) -> Message:
         """Commit one message; with `task`, that task's row in the same transaction (an assignment); with
-        `side`, another owner's rows too (a turn's usage), so that they cost no commit of their own."""
-        return (await self.append_many(room_id, [draft], task=task, side=side))[0]
+        `side`, another owner's rows too (a turn's usage), so that they cost no commit of their own.
+        `answers`: an agent's reply records the newest seq its author had read (see `answered`)."""
+        return (await self.append_many(room_id, [draft], task=task, side=side, answers=answers))[0]
 
-    async def append_many(self, room_id: str, drafts: list[Draft], *,
-                          task: TaskRecord | None = None, side: Side | None = None) -> list[Message]:
+    async def append_many(self, room_id: str, drafts: list[Draft], *, task: TaskRecord | None = None,
+                          side: Side | None = None, answers: int | None = None) -> list[Message]:
         epoch = self._epochs.get(room_id)
         delivery = self._deliveries.pop(room_id, None) if any(d.kind == "user" for d in drafts) else None
 
@@ -153,7 +156,7 @@ class Store:
                     self._db.conn.execute(_UPSERT_TASK, _task_row(task))
                 if side is not None:
                     side(self._db)
-                return _insert(self._db, room_id, drafts, epoch)
+                return _insert(self._db, room_id, drafts, epoch, answers)
 
         return await self._now(insert)
 
@@ -172,6 +175,11 @@ class Store:
     async def read(self, room_id: str, after: int = 0) -> list[Message]:
         """The room's messages with seq > `after`, as stored (no healing): how a follower tails a room."""
         return await self._now(_messages, self._db, room_id, after)
+
+    async def answered(self, room_id: str) -> dict[str, int]:
+        """By author, the newest seq that author's replies answer: a user line it was sent with a higher seq
+        is still unanswered (a host died before the reply was stored)."""
+        return dict(await self._run(lambda: self._db.conn.execute(_ANSWERED, [room_id]).fetchall()))
 
     # --- leases: one host runs a room at a time ------------------------------------------------
 
@@ -383,7 +391,8 @@ def _fence(db: sqlite_utils.Database, room_id: str, epoch: int | None) -> None:
         raise Fenced(room_id, epoch, row[0])
 
 
-def _insert(db: sqlite_utils.Database, room_id: str, drafts: list[Draft], epoch: int | None) -> list[Message]:
+def _insert(db: sqlite_utils.Database, room_id: str, drafts: list[Draft], epoch: int | None,
+            answers: int | None = None) -> list[Message]:
     # The last seq and ts are kept in the room row, so a seq freed by healing is never handed out again.
     conn = db.conn
     if len(drafts) == 1:  # the common case, one statement fewer: the row is moved on and read back at once
@@ -391,7 +400,7 @@ def _insert(db: sqlite_utils.Database, room_id: str, drafts: list[Draft], epoch:
         if not found:
             raise KeyError(f"no room {room_id!r}")
         m = _message(room_id, *found[0], drafts[0])
-        conn.execute(_INSERT_MESSAGE, _row(m, epoch))
+        conn.execute(_INSERT_MESSAGE, _row(m, epoch, answers))
         return [m]
     found = conn.execute("SELECT last_seq, last_ts FROM rooms WHERE id = ?", [room_id]).fetchone()
     if found is None:
@@ -402,7 +411,7 @@ def _insert(db: sqlite_utils.Database, room_id: str, drafts: list[Draft], epoch:
         now = time.time()
         seq, ts = seq + 1, now if now > ts else ts + 1e-6
         m = _message(room_id, seq, ts, draft)
-        conn.execute(_INSERT_MESSAGE, _row(m, epoch))
+        conn.execute(_INSERT_MESSAGE, _row(m, epoch, answers))
         messages.append(m)
     conn.execute("UPDATE rooms SET last_seq = ?, last_ts = ? WHERE id = ?", [seq, ts, room_id])
     return messages
@@ -446,10 +455,10 @@ def message_id() -> str:
     return f"{time_ns() // 1_000_000:012x}{_PROCESS}{next(_COUNT) & 0xFFFFFFFFFF:010x}"
 
 
-def _row(m: Message, epoch: int | None) -> dict:
+def _row(m: Message, epoch: int | None, answers: int | None = None) -> dict:
     return msgspec.structs.asdict(m) | {
         "blocks": _json(m.blocks), "visible_to": _json(m.visible_to), "replaces": _json(m.replaces),
-        "epoch": epoch}
+        "epoch": epoch, "answers": answers}
 
 
 def _messages(db: sqlite_utils.Database, room_id: str, after: int = 0) -> list[Message]:

@@ -5,7 +5,7 @@ starting at once migrate a database exactly once, and a database newer than this
 """
 from __future__ import annotations
 
-VERSION = 4
+VERSION = 5
 MIGRATION_LOCK = 0x4F524348  # "ORCH": the advisory lock key that serialises migrations
 
 # MIGRATIONS[n] takes a database from version n to n + 1 (0: an empty database). Texts are stored as text,
@@ -78,5 +78,11 @@ MIGRATIONS: dict[int, tuple[str, ...]] = {
         EXCEPTION WHEN OTHERS THEN
             RAISE NOTICE 'knowledge base without a trigram index (%)', SQLERRM;
         END $$""",
+    ),
+    4: (
+        # What each agent reply answers (the newest seq its author had read), as in the SQLite file's version 3;
+        # a reply stored before is taken to answer everything before it.
+        "ALTER TABLE messages ADD COLUMN answers bigint",
+        "UPDATE messages SET answers = seq - 1 WHERE kind = 'text'",
     ),
 }

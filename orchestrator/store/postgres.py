@@ -20,7 +20,7 @@ from orchestrator.core.errors import InputError
 from orchestrator.core.types import BLOCK_DECODER, Draft, Message
 from orchestrator.store import heal, pg_schema
 from orchestrator.store.db import (
-    _INSERT_MESSAGE, _OBJECT, _STRINGS, RoomRecord, Side, TaskRecord, _json, _task_row, message_id,
+    _ANSWERED, _INSERT_MESSAGE, _OBJECT, _STRINGS, RoomRecord, Side, TaskRecord, _json, _task_row, message_id,
 )
 from orchestrator.store.lease import Fenced, InboxLine, Lease
 from orchestrator.store.schema import UnusableDatabase
@@ -118,13 +118,13 @@ class PgStore:
         await self._run(self._set_room, room_id, "floor", owner)
 
     async def append(self, room_id: str, draft: Draft, *, task: TaskRecord | None = None,
-                     side: Side | None = None) -> Message:
+                     side: Side | None = None, answers: int | None = None) -> Message:
         """Commit one message; with `task`, that task's row in the same transaction (an assignment); with
         `side`, another owner's rows too (a turn's usage)."""
-        return (await self.append_many(room_id, [draft], task=task, side=side))[0]
+        return (await self.append_many(room_id, [draft], task=task, side=side, answers=answers))[0]
 
-    async def append_many(self, room_id: str, drafts: list[Draft], *,
-                          task: TaskRecord | None = None, side: Side | None = None) -> list[Message]:
+    async def append_many(self, room_id: str, drafts: list[Draft], *, task: TaskRecord | None = None,
+                          side: Side | None = None, answers: int | None = None) -> list[Message]:
         epoch = self._epochs.get(room_id)
         delivery = self._deliveries.pop(room_id, None) if any(d.kind == "user" for d in drafts) else None
 
@@ -136,7 +136,7 @@ class PgStore:
                 c.execute(_UPSERT_TASK, _task_row(task))
             if side is not None:
                 side(_Session(c))
-            return _insert(c, room_id, drafts, epoch)
+            return _insert(c, room_id, drafts, epoch, answers)
 
         return await self._run(insert)
 
@@ -168,6 +168,9 @@ class PgStore:
 
     async def read(self, room_id: str, after: int = 0) -> list[Message]:
         return await self._run(_messages, room_id, after)
+
+    async def answered(self, room_id: str) -> dict[str, int]:
+        return dict(await self._run(lambda c: c.execute(_ANSWERED.replace("?", "%s"), [room_id]).fetchall()))
 
     async def call(self, fn: Callable[..., T], *args: Any, small: bool = False) -> T:
         """Run `fn(db, *args)` for another owner of tables here (memory): `db.execute(sql, params)` takes the
@@ -397,7 +400,7 @@ def _fence(c: Any, room_id: str, epoch: int | None) -> None:
 _INSERT = _PLACEHOLDER.sub(lambda m: f"%({m[1]})s", _INSERT_MESSAGE)
 
 
-def _insert(c: Any, room_id: str, drafts: list[Draft], epoch: int | None) -> list[Message]:
+def _insert(c: Any, room_id: str, drafts: list[Draft], epoch: int | None, answers: int | None = None) -> list[Message]:
     found = c.execute("SELECT last_seq, last_ts FROM rooms WHERE id = %s FOR UPDATE", [room_id]).fetchone()
     if found is None:
         raise KeyError(f"no room {room_id!r}")
@@ -409,7 +412,7 @@ def _insert(c: Any, room_id: str, drafts: list[Draft], epoch: int | None) -> lis
         m = Message(id=message_id(), room=room_id, seq=seq, ts=ts, **msgspec.structs.asdict(draft))
         rows.append(msgspec.structs.asdict(m) | {
             "blocks": _json(m.blocks), "visible_to": _json(m.visible_to), "replaces": _json(m.replaces),
-            "epoch": epoch})
+            "epoch": epoch, "answers": answers})
         messages.append(m)
     with c.cursor() as cur:
         cur.executemany(_INSERT, rows)

@@ -12,10 +12,10 @@ from pathlib import Path
 from orchestrator.core.errors import InputError
 
 APPLICATION_ID = 0x4F524348  # "ORCH" in the file header: how another tool (and we) tell the file apart
-VERSION = 2
+VERSION = 3
 # Versions whose tables this code reads as they are, so a read-only command needs no migration
-# (version 2 only added the leases and the inbox, which reading a room does not need).
-READABLE = frozenset({0, 1, 2})
+# (versions 2 and 3 only added the leases, the inbox and two message columns, which reading a room does not need).
+READABLE = frozenset({0, 1, 2, 3})
 
 # The tables as the first release created them (through sqlite-utils); a new file gets the same text, so
 # a migrated file and a new one are alike.
@@ -38,6 +38,11 @@ TABLES_V2 = {
 }
 # The epoch of the lease under which each message was written (NULL: no lease), so a takeover can be audited.
 MESSAGE_EPOCH = 'ALTER TABLE "messages" ADD COLUMN "epoch" INTEGER'
+# Version 3: what each agent reply answers, the newest seq its author had read (NULL for every other message), so
+# a host taking a room over knows exactly which user lines still wait for an answer.
+MESSAGE_ANSWERS = 'ALTER TABLE "messages" ADD COLUMN "answers" INTEGER'
+# A reply stored before version 3 is taken to answer everything before it: what the host loop assumed then.
+ANSWERS_BEFORE_V3 = "UPDATE messages SET answers = seq - 1 WHERE kind = 'text'"
 INDEXES = {"idx_messages_room_seq": 'CREATE UNIQUE INDEX "idx_messages_room_seq"\n    ON "messages" ("room", "seq")'}
 _COLUMNS = {
     "rooms": ("id", "name", "floor", "created", "meta", "last_seq", "last_ts"),
@@ -48,6 +53,7 @@ _COLUMNS = {
 }
 _COLUMNS_V2 = {"leases": ("room", "host", "epoch", "expires"), "inbox": ("id", "room", "author", "text", "posted"),
                "messages": ("epoch",)}
+_COLUMNS_V3 = {"messages": ("answers",)}
 # Every table the unmarked first release (version 0) could hold: the store's, memory's and the
 # knowledge base's (FTS5 keeps its index in the `_data`.. `_config` tables).
 _V0_TABLES = frozenset(TABLES) | {
@@ -127,7 +133,8 @@ def _damage(conn: sqlite3.Connection, tables: set[str], version: int) -> str:
     missing = [t for t in (*TABLES, *(TABLES_V2 if version >= 2 else ())) if t not in tables]
     if missing:
         return f"table {', '.join(missing)} is missing"
-    columns = [(t, c) for t, c in _COLUMNS.items()] + (list(_COLUMNS_V2.items()) if version >= 2 else [])
+    columns = [(t, c) for t, c in _COLUMNS.items()] + (list(_COLUMNS_V2.items()) if version >= 2 else []) + (
+        list(_COLUMNS_V3.items()) if version >= 3 else [])
     for table, wanted in columns:
         have = {row[1] for row in conn.execute(f'PRAGMA table_info("{table}")')}
         if lost := [c for c in wanted if c not in have]:
@@ -165,8 +172,15 @@ def _leases_and_inbox(conn: sqlite3.Connection) -> None:
     conn.execute(MESSAGE_EPOCH)
 
 
+def _answers(conn: sqlite3.Connection) -> None:
+    """2 → 3: each agent reply records what it answers."""
+    conn.execute(MESSAGE_ANSWERS)
+    conn.execute(ANSWERS_BEFORE_V3)
+
+
 # MIGRATIONS[n] takes a file from version n to n + 1; a schema change adds one and bumps VERSION.
-MIGRATIONS: dict[int, Callable[[sqlite3.Connection], None]] = {0: _from_unmarked, 1: _leases_and_inbox}
+MIGRATIONS: dict[int, Callable[[sqlite3.Connection], None]] = {0: _from_unmarked, 1: _leases_and_inbox,
+                                                               2: _answers}
 
 
 def damage(exc: sqlite3.Error, path: str) -> UnusableDatabase | None:

@@ -1,0 +1,151 @@
+"""A host taking a room over (room/leased.py) answers exactly the lines the dead owner left unanswered: each
+reply records the newest seq its author had read, so a reply to an earlier line that was stored after a later
+line does not make the later one look answered. On SQLite and PostgreSQL.
+
+The dead owner's rows are written straight to the store, as a host killed at that point would have left them.
+"""
+from __future__ import annotations
+
+import sqlite3
+from collections import Counter
+
+import pytest
+import trio
+
+from orchestrator.core.types import Draft, TextBlock
+from orchestrator.room.leased import LeasedRooms
+from orchestrator.room.room import Room
+from orchestrator.team.schema import AgentDef, Team
+from tests.hostproc import TOKEN, Echo
+
+TEAM = Team(commander=AgentDef(name="commander", model="echo", instructions="Answer every line."),
+            agents=[AgentDef(name="coder", model="echo", description="writes code")])
+
+
+def line(text: str, *to: str) -> Draft:
+    return Draft(author="user", kind="user", blocks=[TextBlock(text)], visible_to=["user", *to])
+
+
+def reply(author: str, text: str, *to: str) -> Draft:
+    return Draft(author=author, kind="text", blocks=[TextBlock(text)], visible_to=[author, "user", *to])
+
+
+async def left_by_a_dead_host(backend, tmp_path, rows: list[tuple[Draft, int | None]]) -> str:
+    """A room whose owner stored `rows` (each with the seq it answers) and died: its lease has run out."""
+    dead = await backend.open()
+    try:
+        room = await dead.create_room("r", meta={"workspace": str(tmp_path)})
+        await dead.acquire(room.id, "dead", 0.05)
+        stored = []
+        for draft, answers in rows:
+            stored.append(await dead.append(room.id, draft, answers=None if answers is None else stored[answers].seq))
+        return room.id
+    finally:
+        await dead.close()
+
+
+async def taken_over(backend, room_id: str) -> tuple[Counter, list[str]]:
+    """Another host takes the room (its takeover scan), carries on and goes idle; then a new line is posted
+    and answered. Each token's answers by any member, and the texts the room got after the takeover."""
+    store = await backend.open()
+    echo = Echo(0.01)
+    try:
+        before = len(await store.read(room_id))
+        rooms = LeasedRooms(store, "alive", lambda rid: Room.open(store, rid, lambda _: (echo, "echo"), team=TEAM),
+                            seconds=0.4)
+        async with trio.open_nursery() as nursery:
+            await nursery.start(rooms.run)
+            with trio.fail_after(20):
+                while room_id not in rooms.rooms:
+                    await trio.sleep(0.02)
+                await rooms.rooms[room_id].idle()
+                await rooms.post(room_id, "and L:new")
+                await rooms.rooms[room_id].idle()
+            nursery.cancel_scope.cancel()
+        answered: Counter = Counter()
+        messages = await store.read(room_id)
+        for m in messages:
+            if m.kind == "text":
+                answered.update(TOKEN.findall(m.text))
+        return answered, [f"{m.author}: {m.text}" for m in messages[before:] if m.kind == "text"]
+    finally:
+        await store.close()
+
+
+async def test_a_reply_stored_after_a_later_line_does_not_answer_it(backend, tmp_path):
+    """The race of the multi-host test: L:b arrived while the reply to L:a was being written, the reply was
+    stored after L:b, and the host died before its next model call. Only L:b is answered again."""
+    room = await left_by_a_dead_host(backend, tmp_path, [
+        (line("look at L:a", "commander"), None), (line("and L:b", "commander"), None),
+        (reply("commander", "answered L:a"), 0)])
+    answered, after = await taken_over(backend, room)
+    assert answered == Counter({"L:a": 1, "L:b": 1, "L:new": 1}), after
+    assert after == ["commander: answered L:b", "commander: answered L:new"]
+
+
+async def test_lines_already_answered_are_not_answered_again(backend, tmp_path):
+    room = await left_by_a_dead_host(backend, tmp_path, [
+        (line("look at L:a", "commander"), None), (line("and L:b", "commander"), None),
+        (reply("commander", "answered L:a"), 0), (reply("commander", "answered L:b"), 1)])
+    answered, after = await taken_over(backend, room)
+    assert answered == Counter({"L:a": 1, "L:b": 1, "L:new": 1})
+    assert after == ["commander: answered L:new"]  # no turn at the takeover
+
+
+async def test_each_member_answers_the_lines_that_went_to_it(backend, tmp_path):
+    """A line to @coder is the coder's to answer, whatever the commander said after it; a line to an unknown
+    @name went to nobody and wakes nobody."""
+    room = await left_by_a_dead_host(backend, tmp_path, [
+        (line("@coder see L:c", "coder", "commander"), None), (line("hi L:a", "commander"), None),
+        (line("@nobody L:x"), None), (reply("commander", "answered L:c L:a"), 1)])
+    answered, after = await taken_over(backend, room)
+    assert answered == Counter({"L:c": 2, "L:a": 1, "L:new": 1}), after  # the commander saw L:c too
+    assert after == ["coder: answered L:c", "commander: answered L:new"]
+
+
+@pytest.mark.parametrize("cut", ["before the reply", "after a tool call"])
+async def test_a_turn_cut_by_the_death_is_answered_once(backend, tmp_path, cut):
+    """The host died with the line stored and no reply, or after the model's tool call (healed on open)."""
+    from orchestrator.core.types import ToolCallBlock
+    rows: list[tuple[Draft, int | None]] = [(line("look at L:a", "commander"), None)]
+    if cut == "after a tool call":
+        rows.append((Draft(author="commander", kind="tool_call", visible_to=["commander"],
+                           blocks=[ToolCallBlock("c1", "read_file", {"path": "x"})]), None))
+    room = await left_by_a_dead_host(backend, tmp_path, rows)
+    answered, after = await taken_over(backend, room)
+    assert answered == Counter({"L:a": 1, "L:new": 1})
+    assert after == ["commander: answered L:a", "commander: answered L:new"]
+
+
+async def test_each_reply_records_the_newest_seq_its_model_call_held(backend, tmp_path):
+    """The live side of it: L:b arrives while the model answers L:a; the first reply records L:a's seq (it
+    was stored after L:b but never saw it), the reply the same turn then gives records everything before it."""
+    store = await backend.open()
+    echo = Echo(0.3)
+    try:
+        record = await store.create_room("r", meta={"workspace": str(tmp_path)})
+        async with Room.open(store, record.id, lambda _: (echo, "echo"), team=TEAM) as room:
+            a = await room.post("look at L:a")
+            await trio.sleep(0.1)  # the model is thinking about L:a
+            b = await room.post("and L:b")
+            await room.idle()
+        replies = [m for m in await store.read(record.id) if m.kind == "text"]
+        assert [m.text for m in replies] == ["answered L:a", "answered L:b"]
+        assert replies[0].seq > b.seq
+        assert _answers(backend, record.id) == {replies[0].seq: a.seq, replies[1].seq: replies[0].seq}
+        assert await store.answered(record.id) == {"commander": replies[0].seq}
+    finally:
+        await store.close()
+
+
+def _answers(backend, room_id: str) -> dict[int, int]:
+    query = "SELECT seq, answers FROM messages WHERE room = '{}' AND answers IS NOT NULL".format(room_id)
+    if backend.kind == "postgres":
+        import psycopg
+        with psycopg.connect(backend.target) as conn:
+            return dict(conn.execute(query).fetchall())
+    conn = sqlite3.connect(backend.target)
+    try:
+        return dict(conn.execute(query).fetchall())
+    finally:
+        conn.close()
