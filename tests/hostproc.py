@@ -21,7 +21,6 @@ import trio
 
 from orchestrator.core.types import Request, StreamEnd, TextBlock, TextDelta, Usage
 from orchestrator.room.leased import LeasedRooms
-from orchestrator.room.room import Room
 from orchestrator.store.backends import open_store
 from orchestrator.team.schema import AgentDef, Team
 
@@ -91,11 +90,6 @@ async def main(args: argparse.Namespace) -> None:
     store = await open_store(args.db)
     echo = Echo(args.delay)
 
-    def open_room(room_id: str):  # noqa: ANN202
-        return Room.open(store, room_id, lambda _: (echo, "echo"), team=TEAM)
-
-    rooms = LeasedRooms(store, args.host, open_room, seconds=args.lease)
-
     async def serve(stream: trio.SocketStream) -> None:
         buffer = b""
         async for chunk in stream:
@@ -111,8 +105,8 @@ async def main(args: argparse.Namespace) -> None:
                 await stream.send_all(json.dumps(reply).encode() + b"\n")
 
     try:
-        async with trio.open_nursery() as nursery:
-            await nursery.start(rooms.run)
+        async with LeasedRooms.open(store, args.host, lambda _: (echo, "echo"), team=TEAM,
+                                    seconds=args.lease) as rooms, trio.open_nursery() as nursery:
             listeners = await nursery.start(partial(trio.serve_tcp, serve, 0, host="127.0.0.1"))
             port = listeners[0].socket.getsockname()[1]
             Path(args.port_file).write_text(str(port))

@@ -42,9 +42,10 @@ class Server:
             self.proc.stdout.close()
 
 
-def start_server(tmp: Path, *args: str, db: Path | None = None) -> Server:
+def start_server(tmp: Path, *args: str, db: Path | str | None = None) -> Server:
     db = db or tmp / "serve.db"
-    cmd = [sys.executable, "-m", "orchestrator", "serve", "--db", str(db), "--port", "0", "--json", *args]
+    workers = [] if "--workers" in args else ["--workers", "1"]  # one process unless the test asks for more
+    cmd = [sys.executable, "-m", "orchestrator", "serve", "--db", str(db), "--port", "0", "--json", *workers, *args]
     with open(tmp / "serve.err", "ab") as err:  # the child has its own copy of the descriptor
         proc = subprocess.Popen(cmd, cwd=ROOT, stdout=subprocess.PIPE, stderr=err, text=True,
                                 env=os.environ | {"ORCHESTRATOR_MODEL": ""})

@@ -51,17 +51,14 @@ async def taken_over(backend, room_id: str) -> tuple[Counter, list[str]]:
     echo = Echo(0.01)
     try:
         before = len(await store.read(room_id))
-        rooms = LeasedRooms(store, "alive", lambda rid: Room.open(store, rid, lambda _: (echo, "echo"), team=TEAM),
-                            seconds=0.4)
-        async with trio.open_nursery() as nursery:
-            await nursery.start(rooms.run)
+        async with LeasedRooms.open(store, "alive", lambda _: (echo, "echo"), team=TEAM, seconds=0.4) as leased:
             with trio.fail_after(20):
-                while room_id not in rooms.rooms:
+                while room_id not in leased.rooms.rooms:
                     await trio.sleep(0.02)
-                await rooms.rooms[room_id].idle()
-                await rooms.post(room_id, "and L:new")
-                await rooms.rooms[room_id].idle()
-            nursery.cancel_scope.cancel()
+                async with leased.rooms.room(room_id) as room:
+                    await room.idle()
+                    assert (await leased.post(room_id, "and L:new")).via == "here"
+                    await room.idle()
         answered: Counter = Counter()
         messages = await store.read(room_id)
         for m in messages:

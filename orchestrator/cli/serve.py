@@ -1,5 +1,11 @@
-"""`orchestrator serve`: every room of the store on a web page, the rooms and the web server in one trio
-loop; its flags, the address and token it prints, and a clean stop on Ctrl-C or SIGTERM.
+"""`orchestrator serve`: every room of the store on a web page; its flags, the address and token it prints,
+and a clean stop on Ctrl-C or SIGTERM. `--workers N` runs N worker processes over one database, each with
+the rooms and the web server in one trio loop, the rooms spread over them by lease (room/leased.py).
+
+The workers share the one listening socket this process opened (inherited, not SO_REUSEPORT): a worker that
+dies takes no queued connection with it, --port 0 is known before anything starts, and the printed address is
+the one every worker serves. This process only supervises: it replaces a worker killed by a signal (its rooms
+move to the others once their leases run out) and stops them all on Ctrl-C or SIGTERM.
 
 The pages and the API are orchestrator/web; the team and models come from chat's set-up (`load_setup`).
 """
@@ -11,6 +17,7 @@ import os
 import secrets
 import signal
 import socket
+import subprocess
 import sys
 from contextlib import AsyncExitStack
 from pathlib import Path
@@ -20,11 +27,15 @@ import msgspec
 import trio
 
 from orchestrator.cli.chat.command import Setup, load_setup
-from orchestrator.cli.paths import default_db
+from orchestrator.cli.paths import database, default_db, open_db
 from orchestrator.core.errors import InputError
-from orchestrator.store.db import Store
+from orchestrator.store.backends import is_url
+from orchestrator.store.lease import LEASE_SECONDS
+from orchestrator.store.postgres import shown
 
 EXTRA = "pip install 'groupchat-orchestrator[serve]'"
+TOKEN_ENV = "ORCHESTRATOR_SERVE_TOKEN"  # how a worker learns the token (not its command line: `ps` shows that)
+STOP_WAIT = 15.0  # seconds workers get to stop before they are killed
 
 
 def add_parser(subparsers: Any) -> argparse.ArgumentParser:
@@ -32,7 +43,14 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
                               description="Host every room of the store in one process and show them in "
                                           "the browser: live transcript, timeline, floor, ledger and what "
                                           "each agent sees.")
-    s.add_argument("--db", type=Path, default=default_db(), help="the SQLite file (default: %(default)s)")
+    s.add_argument("--db", type=database, default=default_db(),
+                   help="the SQLite file or postgresql:// URL (default: %(default)s)")
+    s.add_argument("--workers", type=int, default=os.cpu_count() or 1, metavar="N",
+                   help="worker processes over the one database, rooms spread over them (default: the number of "
+                        "cores, %(default)s); 1 runs everything in this process")
+    s.add_argument("--lease", type=float, default=LEASE_SECONDS, metavar="SECONDS",
+                   help="how long a dead worker's rooms wait before another takes them (default: %(default)s)")
+    s.add_argument("--worker", type=int, help=argparse.SUPPRESS)  # a worker: the listening socket's descriptor
     s.add_argument("--team", type=Path, metavar="TEAM.yaml",
                    help="the team of new rooms (default: the agents/ folder); stored rooms keep theirs")
     s.add_argument("--model", default=os.environ.get("ORCHESTRATOR_MODEL") or None, metavar="PROVIDER/MODEL",
@@ -50,41 +68,125 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
 
 async def cmd_serve(args: argparse.Namespace) -> int:
     try:
-        from hypercorn.config import Config
-        from hypercorn.trio import serve
-
-        from orchestrator.web.app import build_app
-        from orchestrator.web.host import Host
+        import hypercorn.trio  # noqa: F401 (checked here, used by each worker)
+        import starlette  # noqa: F401
     except ImportError as exc:
         missing = (exc.name or "a module").split(".")[0]
         raise InputError(f"`orchestrator serve` needs the web extra ({missing} is missing): {EXTRA}") from None
+    if args.worker is not None:
+        return await _work(args, socket.socket(fileno=args.worker), os.environ.get(TOKEN_ENV, ""), announce=None)
+    if args.workers < 1:
+        raise InputError(f"--workers {args.workers}: give 1 or more")
+    if args.lease <= 0:
+        raise InputError(f"--lease {args.lease}: give a number of seconds above 0")
     sock = listen(args.host, args.port)
+    token = secrets.token_urlsafe(24)
+    port = sock.getsockname()[1]
+    shown = f"[{args.host}]" if ":" in args.host else args.host
+    url = f"http://{shown}:{port}/?token={token}"
+    if args.workers == 1:
+        return await _work(args, sock, token, announce=lambda: _announce(args, url, token))
+    try:
+        await (await open_db(args.db)).close()  # created or migrated once, and a bad --db said in one line, here
+        _announce(args, url, token)
+        return await _supervise(args, sock, token)
+    finally:
+        sock.close()
+
+
+async def _work(args: argparse.Namespace, sock: socket.socket, token: str, announce) -> int:
+    """One worker: its own connection to the store, the rooms it leases and the web server on the shared
+    socket, until SIGINT or SIGTERM. `announce` (None in a worker process) prints the address once ready."""
+    from hypercorn.config import Config
+    from hypercorn.trio import serve
+
+    from orchestrator.web.app import build_app
+    from orchestrator.web.host import Host
+
     async with AsyncExitStack() as stack:
         stack.callback(sock.close)
-        db = Path(args.db)
-        db.parent.mkdir(parents=True, exist_ok=True)
-        store = await Store.open(db)
+        store = await open_db(args.db)
         stack.push_async_callback(store.close)
         setup = await load_setup(args, store, stack)
-        token = secrets.token_urlsafe(24)
-        port = sock.getsockname()[1]
-        shown = f"[{args.host}]" if ":" in args.host else args.host
-        url = f"http://{shown}:{port}/?token={token}"
-        _announce(args, url, token)
-
+        if announce:
+            announce()
         config = Config()
         config.bind = [f"fd://{sock.detach()}"]
         config.loglevel = "WARNING"
         config.graceful_timeout = 1.0
-        async with trio.open_nursery() as nursery:
-            host = Host(store, room_models(args, setup), nursery)
-            nursery.start_soon(serve, build_app(host, token), config)
-            with trio.open_signal_receiver(signal.SIGINT, signal.SIGTERM) as signals:
-                async for _ in signals:
-                    break
-            print("stopping: every room's work is cancelled; its history is stored", file=sys.stderr)
-            nursery.cancel_scope.cancel()
+        stops = (signal.SIGINT, signal.SIGTERM)
+        if announce is None:  # a worker: Ctrl-C reaches the whole process group, and the supervisor stops it
+            signal.signal(signal.SIGINT, signal.SIG_IGN)
+            stops = (signal.SIGTERM,)
+        with trio.open_signal_receiver(*stops) as signals:
+            async with trio.open_nursery() as nursery:
+                async with Host.open(store, room_models(args, setup), name=f"{socket.gethostname()}:{os.getpid()}",
+                                     seconds=args.lease) as host:
+                    nursery.start_soon(serve, build_app(host, token), config)
+                    async for _ in signals:
+                        break
+                    if announce:
+                        print("stopping: every room's work is cancelled; its history is stored", file=sys.stderr)
+                    nursery.cancel_scope.cancel()
     return 0
+
+
+async def _supervise(args: argparse.Namespace, sock: socket.socket, token: str) -> int:
+    """Run `args.workers` worker processes on `sock` until SIGINT or SIGTERM. A worker killed by a signal is
+    replaced; one that ends by itself (an error it printed) stops the server with its exit status."""
+    command = [sys.executable, "-m", "orchestrator", "serve", *_worker_args(args), "--worker", str(sock.fileno())]
+    env = os.environ | {TOKEN_ENV: token}
+    failed: list[int] = []
+
+    async def keep(nursery: trio.Nursery, slot: int) -> None:
+        while True:
+            proc = await trio.lowlevel.open_process(command, pass_fds=(sock.fileno(),), env=env,
+                                                    stdin=subprocess.DEVNULL)
+            try:
+                code = await proc.wait()
+            finally:
+                with trio.CancelScope(shield=True):  # stopping: SIGTERM, then a kill for one that hangs
+                    if proc.returncode is None:
+                        proc.send_signal(signal.SIGTERM)
+                        with trio.move_on_after(STOP_WAIT):
+                            await proc.wait()
+                        if proc.returncode is None:
+                            proc.kill()
+                            await proc.wait()
+            if code >= 0:
+                failed.append(code)
+                nursery.cancel_scope.cancel()
+                return
+            print(f"worker {slot + 1} (pid {proc.pid}) was killed by signal {-code}; its rooms move to the other "
+                  f"workers within {args.lease:g} s; starting a new one", file=sys.stderr, flush=True)
+            await trio.sleep(1.0)  # a worker killed over and over is not restarted in a tight loop
+
+    with trio.open_signal_receiver(signal.SIGINT, signal.SIGTERM) as signals:
+        async with trio.open_nursery() as nursery:
+            for slot in range(args.workers):
+                nursery.start_soon(keep, nursery, slot)
+
+            async def stop_on_signal() -> None:
+                async for _ in signals:
+                    print("stopping: every room's work is cancelled; its history is stored", file=sys.stderr)
+                    nursery.cancel_scope.cancel()
+                    return
+
+            nursery.start_soon(stop_on_signal)
+    if failed:
+        print(f"a worker ended with status {failed[0]} (said above); the server stopped", file=sys.stderr)
+        return failed[0] or 1
+    return 0
+
+
+def _worker_args(args: argparse.Namespace) -> list[str]:
+    """The flags a worker process needs: everything that chooses the rooms' store, team and models."""
+    out = ["--db", str(args.db), "--lease", str(args.lease)]
+    for flag, value in (("--team", args.team), ("--model", args.model), ("--scripted", args.scripted),
+                        ("--workspace", args.workspace)):
+        if value:
+            out += [flag, str(value)]
+    return out
 
 
 def room_models(args: argparse.Namespace, setup: Setup) -> Any:
@@ -139,7 +241,8 @@ def _announce(args: argparse.Namespace, url: str, token: str) -> None:
     if args.json:
         print(msgspec.json.encode({"url": url, "token": token}).decode(), flush=True)
     else:
-        print(f"Rooms of {args.db} at {url}", flush=True)
+        db = shown(str(args.db)) if is_url(str(args.db)) else args.db
+        print(f"Rooms of {db} at {url}", flush=True)
         print("The token in the address lets a browser post, stop and answer; Ctrl-C stops the server.",
               flush=True)
     if not _loopback(args.host):

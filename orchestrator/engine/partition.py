@@ -67,6 +67,7 @@ class Partition:
         self.tokens = 0
         self.unread = 0  # messages from others since the agent's last model request
         self.read_seq = 0  # the newest seq the agent's last model request held: what its next words answer
+        self.ending = False  # a tool of the current round ends the turn (a handoff): no model call follows it
         self._open: dict[str, list[int]] = {}  # call id -> [insert position]; shared per round
         self._summary_of: dict[str, Message] = {}  # replaced message id -> the summary standing for it
 
@@ -136,4 +137,5 @@ class Partition:
 
     def mark_read(self) -> None:
         self.unread = 0
+        self.ending = False
         self.read_seq = self.messages[-1].seq if self.messages else 0  # the bus delivers in seq order

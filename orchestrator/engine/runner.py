@@ -184,7 +184,8 @@ async def run_turn(agent: Agent, partition: Partition, commit: Commit, meter: Me
             # incomplete); the turn then ends, since asking again would most likely be cut again.
             verdicts = ["cut" if c.id in response.cut else guard.see(c.name, c.input) for c in calls]
             ended: list[str] = []
-            async with aclosing(_run_calls(agent, calls, verdicts, commit, ended, response.cut, span)) as round_events:
+            async with aclosing(_run_calls(agent, calls, verdicts, commit, ended, response.cut, span,
+                                           partition)) as round_events:
                 async for ev in round_events:
                     yield ev
             if "nudge" in verdicts:
@@ -237,7 +238,8 @@ def _request(agent: Agent, partition: Partition, specs: list, fixed: int) -> Req
 
 
 async def _run_calls(agent: Agent, calls: list[ToolCallBlock], verdicts: list[str],
-                     commit: Commit, ended: list[str], cut: dict[str, str], span: Span) -> AsyncIterator[Event]:
+                     commit: Commit, ended: list[str], cut: dict[str, str], span: Span,
+                     partition: Partition) -> AsyncIterator[Event]:
     """Execute, then commit results in declared order; on cancel, every open call gets a result.
 
     Calls whose verdict is "stop" (the loop guard) or "cut" (incomplete arguments) are answered, not run.
@@ -256,6 +258,7 @@ async def _run_calls(agent: Agent, calls: list[ToolCallBlock], verdicts: list[st
                 result, end, seconds = done.get(call.id, (None, None, 0.0))
                 if end:
                     ended.append(end)
+                    partition.ending = True  # the turn ends after this round: its results are its last words
                 result = result or (_cut_result(call, cut[call.id]) if call.id in cut else
                                     ToolResultBlock(call.id, call.name, render("loop_stop.md.j2"), True))
                 await commit(_draft(agent, "tool_result", [result]))

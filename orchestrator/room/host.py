@@ -2,7 +2,8 @@
 is opened when something uses it and closed again once it has sat idle, so an idle room costs nothing.
 
 A closed room is its rows in the store; the next use reopens it (history healed and loaded, partitions
-rebuilt), so the process keeps only the histories of rooms that were used lately.
+rebuilt), so the process keeps only the histories of rooms that were used lately. With a `Keeper` (several
+hosts over one database, room/leased.py) a room is open here only while this host holds its lease.
 """
 from __future__ import annotations
 
@@ -10,7 +11,7 @@ import math
 from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import AsyncIterator, Callable
+from typing import AsyncIterator, Callable, Protocol
 
 import trio
 
@@ -23,12 +24,22 @@ from orchestrator.memory.knowledge import KnowledgeBase, for_store
 from orchestrator.room.heap import Heap
 from orchestrator.room.room import Catalog, Resolve, Room
 from orchestrator.store.db import Store
+from orchestrator.store.lease import HeldElsewhere
 from orchestrator.team.schema import Team
 
 log = logger(__name__)
 
 IDLE_CLOSE = 60.0  # seconds a room stays open with nobody using it and no agent running
 JOB_POLL = 1.0  # seconds between looks at an idle room's shell jobs (their end wakes nobody here)
+
+
+class Keeper(Protocol):
+    """Who may run which room (room/leased.py): `take` before a room opens (it raises HeldElsewhere while
+    another host runs it) and cancels `scope` should the room be lost; `give_up` once it has closed."""
+
+    async def take(self, room_id: str, scope: trio.CancelScope) -> None: ...
+
+    async def give_up(self, room_id: str) -> None: ...
 
 
 @dataclass(eq=False)
@@ -45,19 +56,22 @@ class RoomHost:
     `team` (when given) is the team every room runs, as `Room.open(team=...)`; else each room's stored
     team. `resolver()`, when given, makes each room its own `resolve` (a scripted play restarts its script
     in every room). `on_open(room)` runs for each room as it opens (subscribe to its events there),
-    `on_close(room)` once it has closed. `idle_close=None` keeps rooms open until the host closes.
+    `on_close(room)` once it has closed (`on_open` may be a coroutine function: the room is handed to its
+    first user after it). `idle_close=None` keeps rooms open until the host closes. `keeper`: a room opens
+    only under its lease.
     """
 
     def __init__(self, store: Store, resolve: Resolve, nursery: trio.Nursery, knowledge: KnowledgeBase, *,
                  team: Team | None = None, models: Catalog | None = None, mcp: Hub | None = None,
                  retry: RetryPolicy = RetryPolicy(), can_confirm: bool = False,
                  idle_close: float | None = IDLE_CLOSE, resolver: Callable[[], Resolve] | None = None,
-                 on_open: Callable[[Room], None] | None = None, on_close: Callable[[Room], None] | None = None):
+                 on_open: Callable[[Room], object] | None = None, on_close: Callable[[Room], None] | None = None,
+                 keeper: Keeper | None = None):
         self.store, self.team, self.idle_close = store, team, idle_close
         self._resolver = resolver or (lambda: resolve)
         self._nursery, self._knowledge = nursery, knowledge
         self._common = dict(retry=retry, knowledge=knowledge, models=models, mcp=mcp, can_confirm=can_confirm)
-        self._on_open, self._on_close = on_open, on_close
+        self._on_open, self._on_close, self._keeper = on_open, on_close, keeper
         self._open: dict[str, _Open] = {}
         self._opening: dict[str, trio.Event] = {}  # room id -> set once it is open (or failed to open)
         self._closing = False  # the host is closing: shell jobs no longer keep rooms open
@@ -125,7 +139,7 @@ class RoomHost:
         self._opening[record.id] = opening = trio.Event()
         try:
             opened = Room.open(self.store, record.id, self._resolver(), team=self.team, **self._common)
-            return await self._nursery.start(self._hold, opened)
+            return await self._nursery.start(self._hold, opened, record.id)
         finally:
             del self._opening[record.id]
             opening.set()
@@ -135,37 +149,50 @@ class RoomHost:
         if team is None:
             raise InputError("a new room needs a team: this host has none of its own")
         return await self._nursery.start(self._hold, Room.create(self.store, team, self._resolver(), name=name,
-                                                                 workspace=workspace, **self._common))
+                                                                 workspace=workspace, **self._common), None)
 
-    async def _hold(self, opened, task_status=trio.TASK_STATUS_IGNORED) -> None:
+    async def _hold(self, opened, room_id: str | None, task_status=trio.TASK_STATUS_IGNORED) -> None:
         """Keep one room open (for the user who opened it) until nobody has used it for `idle_close`
-        seconds, no agent is running and no shell job is alive."""
+        seconds, no agent is running and no shell job is alive; or, under a keeper, until its lease is lost.
+        A stored room is leased before it opens (healing is fenced); a new one right after its row exists."""
         held = closing = None
+        leased = None
+        scope = trio.CancelScope()
         try:
-            async with opened as room:
-                held = _Open(room, users=1)
-                self._open[room.id] = held
-                if self._on_open:
-                    self._on_open(room)
-                task_status.started(held)
-                try:
-                    await self._until_idle(held)
-                finally:
-                    # Out of the map before the room closes: a new user waits for the close, then reopens
-                    # from the store, which by then holds everything this room wrote.
-                    del self._open[room.id]
-                    self._opening[room.id] = closing = trio.Event()
+            with scope:
+                if self._keeper and room_id is not None:
+                    await self._keeper.take(leased := room_id, scope)
+                async with opened as room:
+                    if self._keeper and leased is None:
+                        await self._keeper.take(leased := room.id, scope)
+                    if self._on_open and (started := self._on_open(room)) is not None:
+                        await started
+                    held = _Open(room, users=1)
+                    self._open[room.id] = held
+                    task_status.started(held)
+                    try:
+                        await self._until_idle(held)
+                    finally:
+                        # Out of the map before the room closes: a new user waits for the close, then reopens
+                        # from the store, which by then holds everything this room wrote.
+                        del self._open[room.id]
+                        self._opening[room.id] = closing = trio.Event()
         except Exception:
             if held is None:
                 raise  # it did not open: the caller hears why
             log.exception("room closed by an error", room=held.room.id)  # the other rooms go on
         finally:
+            if leased is not None:
+                with trio.CancelScope(shield=True):
+                    await self._keeper.give_up(leased)
             if closing is not None:
                 del self._opening[held.room.id]
                 closing.set()
                 self._heap.closed(len(self._open))
                 if self._on_close:
                     self._on_close(held.room)
+        if held is None:  # its lease was lost while it opened
+            raise HeldElsewhere(leased or "", "another host")
 
     async def _until_idle(self, held: _Open) -> None:
         room = held.room

@@ -1,121 +1,129 @@
-"""The rooms one host process runs under leases: it takes a room when a line arrives for it or when its
-owner's lease ran out (healing it on open), renews what it holds, and hands a line for a room held
-elsewhere to that room's inbox. A room whose lease is lost is stopped at once; its writes are fenced anyway.
+"""The rooms one host process runs under leases, open in a RoomHost (room/host.py): a room opens here when a
+line arrives for it or its owner's lease ran out (healed on open, its unanswered lines answered), its lease is
+renewed while it is open and given up when it closes idle, and a line for a room held elsewhere goes to that
+room's inbox. A room whose lease is lost is stopped at once; its writes are fenced anyway.
 """
 from __future__ import annotations
 
-import contextlib
 import random
-from collections.abc import Callable
-from contextlib import AbstractAsyncContextManager
+from collections.abc import AsyncIterator, Callable
+from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
 
 import trio
 
+from orchestrator.core.errors import InputError
 from orchestrator.core.log import logger
 from orchestrator.core.types import Message
-from orchestrator.room.room import COMMANDER, USER, Room
-from orchestrator.store.lease import LEASE_SECONDS, Fenced, InboxLine, Lease
+from orchestrator.room.host import RoomHost
+from orchestrator.room.room import COMMANDER, USER, Resolve, Room
+from orchestrator.store.lease import LEASE_SECONDS, Fenced, HeldElsewhere, InboxLine, Lease
 
 log = logger()
 
-OpenRoom = Callable[[str], AbstractAsyncContextManager[Room]]  # a room id -> Room.open(store, id, ...)
+TAKING = 8  # rooms one host opens at once when their owner died (each opening reads and heals its history)
 
 
 @dataclass
 class Posted:
+    room: str  # the room's id
     via: str  # "here": appended by this host (seq); "inbox": stored for the room's owner (inbox id)
     seq: int = 0
+    id: str = ""  # the message's, when posted here
     inbox: str = ""
 
 
 @dataclass
 class _Held:
     lease: Lease
-    room: Room
-    scope: trio.CancelScope
+    scope: trio.CancelScope  # the room's life in the RoomHost: cancelled when the lease is lost
     # User lines go in one at a time: the store's delivery mark belongs to the next user append in the room.
     lock: trio.Lock = field(default_factory=trio.Lock)
 
 
 class LeasedRooms:
-    """`post` from any task; `run` (in a nursery) keeps the leases, the inbox and the takeovers going."""
+    """Open with `async with LeasedRooms.open(store, host, resolve, ...)`; `post` from any task. `rooms` is
+    the RoomHost; it asks this object (its keeper) before a room opens and after it closes."""
 
-    def __init__(self, store, host: str, open_room: OpenRoom, *, seconds: float = LEASE_SECONDS):
+    def __init__(self, store, host: str, seconds: float = LEASE_SECONDS):
         self.store, self.host, self.seconds = store, host, seconds
-        self._open = open_room
+        self.rooms: RoomHost | None = None
         self._held: dict[str, _Held] = {}
-        self._opening: dict[str, trio.Event] = {}
-        self._nursery: trio.Nursery | None = None
+        self._taking: set[str] = set()
 
-    @property
-    def rooms(self) -> dict[str, Room]:
-        return {room_id: held.room for room_id, held in self._held.items()}
+    @classmethod
+    @asynccontextmanager
+    async def open(cls, store, host: str, resolve: Resolve, *, seconds: float = LEASE_SECONDS,
+                   on_open: Callable[[Room], object] | None = None, **options) -> AsyncIterator[LeasedRooms]:
+        """`options` are RoomHost's. Leases are renewed until every room has closed; no room is taken once the
+        block ends."""
+        leased = cls(store, host, seconds)
 
-    async def run(self, *, task_status=trio.TASK_STATUS_IGNORED) -> None:
-        async with trio.open_nursery() as nursery:
-            self._nursery = nursery
-            nursery.start_soon(self._renewing)
-            nursery.start_soon(self._taking_over)
-            nursery.start_soon(self._reading_inbox)
-            task_status.started()
+        async def opened(room: Room) -> None:
+            if on_open and (started := on_open(room)) is not None:
+                await started
+            await leased._carry_on(room)
 
-    async def post(self, room_id: str, text: str) -> Posted:
+        async with trio.open_nursery() as renewing:
+            renewing.start_soon(leased._renewing)
+            async with RoomHost.open(store, resolve, keeper=leased, on_open=opened, **options) as leased.rooms:
+                async with trio.open_nursery() as taking:
+                    taking.start_soon(leased._taking_over, taking)
+                    taking.start_soon(leased._reading_inbox)
+                    try:
+                        yield leased
+                    finally:
+                        taking.cancel_scope.cancel()
+            renewing.cancel_scope.cancel()
+
+    def holds(self, room_id: str) -> bool:
+        return room_id in self._held
+
+    async def post(self, ref: str, text: str) -> Posted:
         """A user line for the room: posted here if this host holds the room or can take it, else stored in
         the room's inbox for its owner. Either way the line is stored when this returns."""
-        held = await self._hold(room_id)
-        if held is not None:
-            try:
-                async with held.lock:
-                    return Posted("here", seq=(await held.room.post(text)).seq)
-            except Fenced:  # taken over meanwhile: nothing was written, the new owner gets the line
-                self._lost(room_id)
-        return Posted("inbox", inbox=(await self.store.send(room_id, text)).id)
-
-    # --- taking and keeping rooms -----------------------------------------------------------------
-
-    async def _hold(self, room_id: str) -> _Held | None:
-        while room_id in self._opening:
-            await self._opening[room_id].wait()
-        if room_id in self._held:
-            return self._held[room_id]
-        self._opening[room_id] = opened = trio.Event()
+        room_id = await self._resolve(ref)
         try:
-            lease = await self.store.acquire(room_id, self.host, self.seconds)
-            if lease is None:
-                return None
-            assert self._nursery is not None, "LeasedRooms.run is not running"
-            try:
-                return await self._nursery.start(self._keep, lease)
-            except Exception:  # noqa: BLE001 (it did not open: logged and released by _keep)
-                return None
-        finally:
-            del self._opening[room_id]
-            opened.set()
+            async with self.rooms.room(room_id) as room:
+                async with self._lock(room_id):
+                    msg = await room.post(text)
+                    return Posted(room_id, "here", seq=msg.seq, id=msg.id)
+        except HeldElsewhere:
+            pass
+        except Fenced:  # taken over meanwhile: nothing was written, the new owner gets the line
+            self._lost(room_id)
+        return Posted(room_id, "inbox", inbox=(await self.store.send(room_id, text)).id)
 
-    async def _keep(self, lease: Lease, task_status=trio.TASK_STATUS_IGNORED) -> None:
-        """Run one room for as long as its lease holds; a failure ends this room, never the host."""
-        room_id = lease.room
-        held = None
-        try:
-            with trio.CancelScope() as scope:
-                async with self._open(room_id) as room:  # healed on open (S2)
-                    held = _Held(lease, room, scope)
-                    self._held[room_id] = held
-                    task_status.started(held)
-                    log.info("room taken", room=room_id, host=self.host, epoch=lease.epoch)
-                    await self._carry_on(room)
-                    await trio.sleep_forever()
-        except Exception as exc:  # noqa: BLE001 (one room's failure, Fenced included, is that room's alone)
-            log.warning("room dropped", room=room_id, host=self.host, epoch=lease.epoch, error=repr(exc))
-            if held is None:
-                raise
-        finally:
-            if self._held.get(room_id) is held:
-                del self._held[room_id]
-            with trio.CancelScope(shield=True):  # handed over at once, not after the lease runs out
-                with contextlib.suppress(Exception):
-                    await self.store.release(held.lease if held else lease)
+    async def _resolve(self, ref: str) -> str:
+        if ref in self._held:
+            return ref
+        record = await self.store.room(ref)
+        if record is None:
+            raise InputError(f"no room {ref!r} in this database; `orchestrator rooms` lists them")
+        return record.id
+
+    def _lock(self, room_id: str) -> trio.Lock:
+        held = self._held.get(room_id)
+        if held is None:  # lost between opening and posting
+            raise HeldElsewhere(room_id, "another host")
+        return held.lock
+
+    # --- the keeper of the RoomHost -----------------------------------------------------------------
+
+    async def take(self, room_id: str, scope: trio.CancelScope) -> None:
+        lease = await self.store.acquire(room_id, self.host, self.seconds)
+        if lease is None:
+            raise HeldElsewhere(room_id, "another host")
+        self._held[room_id] = _Held(lease, scope)
+        log.info("room taken", room=room_id, host=self.host, epoch=lease.epoch)
+
+    async def give_up(self, room_id: str) -> None:
+        """The room closed here (idle, or failed): another host may take it at once."""
+        if (held := self._held.pop(room_id, None)) is not None:
+            try:
+                await self.store.release(held.lease)
+            except Exception as exc:  # noqa: BLE001 (the lease then runs out by itself)
+                log.warning("lease not released", room=room_id, host=self.host, error=repr(exc))
 
     async def _carry_on(self, room: Room) -> None:
         """Lines the last owner stored but never answered (it died mid-turn, perhaps after part of the reply:
@@ -139,17 +147,31 @@ class LeasedRooms:
             for h, renewed in zip(held, await self.store.renew_all([h.lease for h in held], self.seconds)):
                 if renewed is None:
                     self._lost(h.lease.room)
-                else:
+                elif self._held.get(h.lease.room) is h:
                     h.lease = renewed
 
-    async def _taking_over(self) -> None:
-        """Rooms whose owner stopped renewing are taken (healed, carried on) by whichever host comes first."""
+    async def _taking_over(self, nursery: trio.Nursery) -> None:
+        """Rooms whose owner stopped renewing are taken (healed, carried on) by whichever host comes first,
+        several at once. A lease given up (expires 0: closed idle) is not taken: its room waits for a line."""
+        limiter = trio.CapacityLimiter(TAKING)
         while True:
             await trio.sleep(self.seconds / 4 * (0.5 + random.random()))
             now = await self.store.clock()
             for lease in await self.store.leases():
-                if lease.expires <= now and lease.room not in self._held:
-                    await self._hold(lease.room)
+                if 0 < lease.expires <= now and lease.room not in self._held and lease.room not in self._taking:
+                    self._taking.add(lease.room)
+                    nursery.start_soon(self._take_over, lease.room, limiter)
+
+    async def _take_over(self, room_id: str, limiter: trio.CapacityLimiter) -> None:
+        try:
+            async with limiter, self.rooms.room(room_id):
+                pass  # open now (carried on); it stays open until idle
+        except HeldElsewhere:
+            pass  # another host came first
+        except Exception as exc:  # noqa: BLE001 (one room's failure is that room's alone)
+            log.warning("room not taken", room=room_id, host=self.host, error=repr(exc))
+        finally:
+            self._taking.discard(room_id)
 
     async def _reading_inbox(self) -> None:
         while True:
@@ -164,18 +186,20 @@ class LeasedRooms:
                     await self._deliver(line)
 
     async def _deliver(self, line: InboxLine) -> None:
-        held = await self._hold(line.room)
-        if held is None:
-            return  # another host took it first; the line is that host's now
-        async with held.lock:
-            self.store.deliver(line)
-            try:
-                await held.room.post(line.text)
-            except Fenced:  # the line stays in the inbox, for the host that took the room
-                self._lost(line.room)
-            finally:
-                self.store.undeliver(line.room)
-
+        try:
+            async with self.rooms.room(line.room) as room:
+                async with self._lock(line.room):
+                    self.store.deliver(line)
+                    try:
+                        await room.post(line.text)
+                    except Fenced:  # the line stays in the inbox, for the host that took the room
+                        self._lost(line.room)
+                    finally:
+                        self.store.undeliver(line.room)
+        except HeldElsewhere:
+            pass  # another host took it first; the line is that host's now
+        except Exception as exc:  # noqa: BLE001 (the line stays in the inbox; the next look tries again)
+            log.warning("line not delivered", room=line.room, host=self.host, error=repr(exc))
 
 def _addressee(line: Message, room: Room) -> str | None:
     """The member a user line went to (room.post: the mentioned member or the floor's owner, else the

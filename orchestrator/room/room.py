@@ -550,9 +550,11 @@ class Room:
                     blocks = [TextBlock(text) if isinstance(b, TextBlock) else b for b in blocks]
                     blocks = [b for b in blocks if not (isinstance(b, TextBlock) and not b.text)]
                 draft = msgspec.structs.replace(draft, blocks=blocks, visible_to=list(audience))
-            # A reply records what it answers, in its own row: a host that takes the room over after a crash
-            # knows which lines still wait (leased.py), however the reply and later lines interleaved.
-            answers = member.partition.read_seq if draft.kind == "text" else None
+            # A turn's last words record what they answer, in their own row: a host that takes the room over after
+            # a crash knows which lines still wait (leased.py), however the reply and later lines interleaved.
+            # Last words: a text, or the results of a round whose tool ended the turn (a handoff).
+            last = draft.kind == "text" or (draft.kind == "tool_result" and member.partition.ending)
+            answers = member.partition.read_seq if last else None
             msg = await self.bus.post(draft, answers=answers)
             if draft.kind == "tool_result":
                 res = draft.blocks[0]

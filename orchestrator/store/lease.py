@@ -34,3 +34,11 @@ class Fenced(OrchestratorError):
         super().__init__(f"room {room}: another host runs it now (epoch {current}, this host held {epoch}); "
                          "the write was refused")
         self.room, self.epoch, self.current = room, epoch, current
+
+
+class HeldElsewhere(OrchestratorError):
+    """The room is run by another host now: a line for it goes to the room's inbox, its owner answers it."""
+
+    def __init__(self, room: str, host: str):
+        super().__init__(f"room {room}: run by another host ({host}) now")
+        self.room, self.host = room, host

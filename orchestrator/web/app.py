@@ -8,7 +8,9 @@ from __future__ import annotations
 
 import hmac
 import html
+import os
 import time
+from contextlib import asynccontextmanager
 from pathlib import Path
 from typing import Any, AsyncIterator
 
@@ -24,15 +26,22 @@ from starlette.templating import Jinja2Templates
 from orchestrator.core.errors import InputError
 from orchestrator.core.events import message_event
 from orchestrator.core.types import ImageBlock, ToolResultBlock
+from orchestrator.room.room import Room
+from orchestrator.team.schema import Team
 from orchestrator.web.feed import Key, frame, parse_id
-from orchestrator.web.host import Host
+from orchestrator.web.host import Elsewhere, Host, follow
 
 HERE = Path(__file__).parent
 COOKIE = "orchestrator_token"
 PING_SECONDS = 15.0
+FOLLOW_SECONDS = 0.2  # how often a stream of a room run by another process looks for new stored messages
 FLUSH_SECONDS = 0.1  # a subscriber gets at most ~10 writes a second: live to the eye, cheap for the room
 MAX_LINE = 100_000  # characters in one posted line
 ANSWERS = ("once", "run", "deny")
+
+
+class Busy(InputError):
+    """What only the room's own process can do, asked of another one (409)."""
 
 
 class Line(msgspec.Struct):
@@ -73,13 +82,14 @@ def build_app(host: Host, token: str, *, ping: float = PING_SECONDS, flush: floa
                 response = RedirectResponse(request.url.remove_query_params("token"), status_code=303)
                 response.set_cookie(COOKIE, token, httponly=True, samesite="strict", path="/")
                 return response
-            context: dict[str, Any] = {}
-            if "room_id" in request.path_params:
-                try:
-                    context = {"room": (await host.get(request.path_params["room_id"])).room}
-                except InputError as exc:
-                    return HTMLResponse(f'<p>{html.escape(str(exc))}. <a href="/">All rooms</a></p>', 404)
-            return templates.TemplateResponse(request, name, context)
+            if "room_id" not in request.path_params:
+                return templates.TemplateResponse(request, name, {})
+            try:
+                async with host.room(request.path_params["room_id"]) as hosted:
+                    room = hosted if isinstance(hosted, Elsewhere) else hosted.room
+                    return templates.TemplateResponse(request, name, {"room": room})
+            except InputError as exc:
+                return HTMLResponse(f'<p>{html.escape(str(exc))}. <a href="/">All rooms</a></p>', 404)
 
         return endpoint
 
@@ -90,6 +100,8 @@ def build_app(host: Host, token: str, *, ping: float = PING_SECONDS, flush: floa
                 return refused(request)
             try:
                 return await fn(request)
+            except Busy as exc:
+                return _json({"error": str(exc)}, 409)
             except InputError as exc:
                 status = 404 if str(exc).startswith("no room") else 400
                 return _json({"error": str(exc)}, status)
@@ -106,64 +118,96 @@ def build_app(host: Host, token: str, *, ping: float = PING_SECONDS, flush: floa
         name = body.name.strip()
         if not name or len(name) > 100:
             raise InputError("a room name is 1 to 100 characters")
-        hosted = await host.create(name)
-        return _json({"id": hosted.room.id, "name": name, "url": f"/rooms/{hosted.room.id}"}, 201)
+        async with host.room(None, name=name) as hosted:
+            return _json({"id": hosted.room.id, "name": name, "url": f"/rooms/{hosted.room.id}"}, 201)
 
     async def state(request: Request) -> Response:
-        room = (await host.get(request.path_params["room_id"])).room
-        return _json({
-            "id": room.id, "name": room.record.name, "floor": room.floor, "busy": room.busy,
-            "members": [{"name": n, "description": m.spec.description, "anonymous": m.anonymous}
-                        for n, m in room.members.items()],
-            "tasks": list(room.ledger.tasks.values()), "asking": room.asking,
-        })
+        async with host.room(request.path_params["room_id"]) as hosted:
+            if isinstance(hosted, Elsewhere):  # run by another process: what the store knows
+                record = hosted.record
+                team = msgspec.convert(record.meta.get("team", {}), Team)
+                members = [{"name": a.name, "description": a.description, "anonymous": False}
+                           for a in (team.commander, *team.agents)]
+                return _json({"id": record.id, "name": record.name, "floor": record.floor, "busy": False,
+                              "members": members, "tasks": await host.store.tasks(record.id), "asking": [],
+                              "elsewhere": True})
+            room = hosted.room
+            return _json({
+                "id": room.id, "name": room.record.name, "floor": room.floor, "busy": room.busy,
+                "members": [{"name": n, "description": m.spec.description, "anonymous": m.anonymous}
+                            for n, m in room.members.items()],
+                "tasks": list(room.ledger.tasks.values()), "asking": room.asking,
+            })
 
     async def events(request: Request) -> Response:
-        hosted = await host.get(request.path_params["room_id"])
+        record = await host.store.room(request.path_params["room_id"])
+        if record is None:
+            raise InputError(f"no room {request.path_params['room_id']!r} in this database")
         after = parse_id(request.headers.get("last-event-id") or request.query_params.get("after"))
-        sub = hosted.feed.subscribe(after)
-        store = host.store
 
         async def stream() -> AsyncIterator[bytes]:
-            try:
+            async with host.room(record.id) as hosted:
                 yield b"retry: 1000\n\n"
-                last: Key = after or (-1, 0)
-                if sub.from_store is not None:  # older than the journal: the stored messages, then all of it
-                    last = (sub.from_store, 0)
-                    for msg in await store.messages(hosted.room.id, after=sub.from_store):
-                        if msg.seq > sub.upto:
-                            break
-                        last = (msg.seq, 0)
-                        yield frame(last, message_event(msg))
-                for key, data in sub.backlog:
-                    if key > last:
-                        last = key
+                if isinstance(hosted, Elsewhere):
+                    async for data in following(record.id, after):
                         yield data
-                while True:
-                    with trio.move_on_after(ping) as idle:
-                        try:
-                            batch = [await sub.receive.receive()]
-                        except trio.EndOfChannel:
-                            return  # dropped for lagging: the client resumes from its last id
-                    if idle.cancelled_caught:
-                        yield b": ping\n\n"
-                        continue
-                    if flush:  # let a burst gather (a turn's deltas, calls, messages): one write for it
-                        await trio.sleep(flush)
-                    try:  # what queued meanwhile goes out in the same write: busy rooms cost fewer sends
-                        while len(batch) < 1024:
-                            batch.append(sub.receive.receive_nowait())
-                    except (trio.WouldBlock, trio.EndOfChannel):
-                        pass
-                    fresh = [data for key, data in batch if key > last]
-                    last = max(last, batch[-1][0])
-                    if fresh:
-                        yield b"".join(fresh)
-            finally:
-                hosted.feed.unsubscribe(sub)
+                else:
+                    async for data in feeding(hosted, after):
+                        yield data
 
         return StreamingResponse(stream(), media_type="text/event-stream",
-                                 headers={"Cache-Control": "no-cache", "X-Accel-Buffering": "no"})
+                                 headers={"Cache-Control": "no-cache", "X-Accel-Buffering": "no", **_worker()})
+
+    async def following(room_id: str, after: Key | None) -> AsyncIterator[bytes]:
+        """Another process runs the room: its stored messages, as they are stored (no deltas between them)."""
+        batches = follow(host.store, room_id, after[0] if after else 0, FOLLOW_SECONDS)
+        while True:
+            with trio.move_on_after(ping) as idle:
+                batch = await anext(batches)
+            if idle.cancelled_caught:
+                yield b": ping\n\n"
+                continue
+            yield b"".join(frame((msg.seq, 0), message_event(msg)) for msg in batch)
+
+    async def feeding(hosted, after: Key | None) -> AsyncIterator[bytes]:
+        """The room runs here: every event, from its feed."""
+        sub = hosted.feed.subscribe(after)
+        store = host.store
+        try:
+            last: Key = after or (-1, 0)
+            if sub.from_store is not None:  # older than the journal: the stored messages, then all of it
+                last = (sub.from_store, 0)
+                for msg in await store.read(hosted.room.id, after=sub.from_store):
+                    if msg.seq > sub.upto:
+                        break
+                    last = (msg.seq, 0)
+                    yield frame(last, message_event(msg))
+            for key, data in sub.backlog:
+                if key > last:
+                    last = key
+                    yield data
+            while True:
+                with trio.move_on_after(ping) as idle:
+                    try:
+                        batch = [await sub.receive.receive()]
+                    except trio.EndOfChannel:
+                        return  # dropped for lagging: the client resumes from its last id
+                if idle.cancelled_caught:
+                    yield b": ping\n\n"
+                    continue
+                if flush:  # let a burst gather (a turn's deltas, calls, messages): one write for it
+                    await trio.sleep(flush)
+                try:  # what queued meanwhile goes out in the same write: busy rooms cost fewer sends
+                    while len(batch) < 1024:
+                        batch.append(sub.receive.receive_nowait())
+                except (trio.WouldBlock, trio.EndOfChannel):
+                    pass
+                fresh = [data for key, data in batch if key > last]
+                last = max(last, batch[-1][0])
+                if fresh:
+                    yield b"".join(fresh)
+        finally:
+            hosted.feed.unsubscribe(sub)
 
     async def post_line(request: Request) -> Response:
         line = msgspec.json.decode(await request.body(), type=Line)
@@ -172,29 +216,39 @@ def build_app(host: Host, token: str, *, ping: float = PING_SECONDS, flush: floa
             raise InputError("the line is empty")
         if len(text) > MAX_LINE:
             raise InputError(f"the line is longer than {MAX_LINE} characters")
-        room = (await host.get(request.path_params["room_id"])).room
-        msg = await room.post(text)
-        return _json({"id": msg.id, "seq": msg.seq}, 202)
+        posted = await host.leased.post(request.path_params["room_id"], text)
+        if posted.via == "inbox":  # stored for the process that runs the room; it answers there
+            return _json({"inbox": posted.inbox}, 202)
+        return _json({"id": posted.id, "seq": posted.seq}, 202)
+
+    @asynccontextmanager
+    async def running(request: Request) -> AsyncIterator[Room]:
+        """The room, for what only the process that runs it can do (stop, answer, show an agent's view)."""
+        async with host.room(request.path_params["room_id"]) as hosted:
+            if isinstance(hosted, Elsewhere):
+                raise Busy(f"room {hosted.id} runs in another worker process of this server now; this one cannot "
+                           "stop it, answer its questions or show its agents' view: try again in a moment")
+            yield hosted.room
 
     async def stop(request: Request) -> Response:
-        room = (await host.get(request.path_params["room_id"])).room
-        started = time.perf_counter()
-        await room.stop("stopped from the web page")
-        return _json({"stopped": True, "seconds": round(time.perf_counter() - started, 3)})
+        async with running(request) as room:
+            started = time.perf_counter()
+            await room.stop("stopped from the web page")
+            return _json({"stopped": True, "seconds": round(time.perf_counter() - started, 3)})
 
     async def answer(request: Request) -> Response:
         reply = msgspec.json.decode(await request.body(), type=Reply)
         if reply.answer not in ANSWERS:
             raise InputError(f"answer one of {', '.join(ANSWERS)}")
-        room = (await host.get(request.path_params["room_id"])).room
-        if reply.request_id is not None and reply.request_id not in room.asking:
-            raise InputError(f"no open question {reply.request_id!r}; open: {', '.join(room.asking) or 'none'}")
-        room.answer(reply.answer, reply.request_id)  # type: ignore[arg-type]
-        return _json({"answered": True})
+        async with running(request) as room:
+            if reply.request_id is not None and reply.request_id not in room.asking:
+                raise InputError(f"no open question {reply.request_id!r}; open: {', '.join(room.asking) or 'none'}")
+            room.answer(reply.answer, reply.request_id)  # type: ignore[arg-type]
+            return _json({"answered": True})
 
     async def agent_view(request: Request) -> Response:
-        room = (await host.get(request.path_params["room_id"])).room
-        req = await room.next_request(request.path_params["name"])
+        async with running(request) as room:
+            req = await room.next_request(request.path_params["name"])
         return _json({"agent": req.agent, "model": req.model, "system": req.system,
                       "tools": [t.name for t in req.tools],
                       "messages": [{"role": m.role, "blocks": [_block(b) for b in m.blocks]}
@@ -225,4 +279,9 @@ def _block(b: Any) -> dict:
 
 
 def _json(value: Any, status: int = 200) -> Response:
-    return Response(msgspec.json.encode(value), status_code=status, media_type="application/json")
+    return Response(msgspec.json.encode(value), status_code=status, media_type="application/json", headers=_worker())
+
+
+def _worker() -> dict[str, str]:
+    """Which process answered: with `--workers N` any of them may (a script or a test can tell them apart)."""
+    return {"X-Orchestrator-Worker": str(os.getpid())}

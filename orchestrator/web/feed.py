@@ -102,6 +102,13 @@ class Feed:
         self._journal = deque(encoded, maxlen=self._journal.maxlen)
         return [e for e in encoded if e[0] > after]
 
+    def close(self) -> None:
+        """The room closed in this process: each subscriber reads what it has, then its stream ends and the
+        client resumes from its last id (served from the store, or by the room's next owner)."""
+        for send in self._subscribers:
+            send.close()
+        self._subscribers.clear()
+
     def unsubscribe(self, sub: Subscription) -> None:
         self._subscribers.discard(sub._send)
         sub.close()

@@ -1,11 +1,13 @@
-"""Every room of one store, hosted in one trio nursery: a room opens on first use and keeps running,
-with the feed that numbers its events for browsers, until the host shuts down.
+"""What `orchestrator serve` shows of the rooms, over the leased host (room/leased.py): a room open in this
+process carries a feed that numbers its events for browsers; a room another worker process runs is read from
+the store, and its stream follows the store by seq.
 
-Rooms share the store's one connection and the process; each keeps its own nursery and group stop.
+Opening, idle closing and leases are the RoomHost's and LeasedRooms'; this layer only adds the feeds.
 """
 from __future__ import annotations
 
-from contextlib import AbstractAsyncContextManager
+from collections.abc import AsyncIterator
+from contextlib import AsyncExitStack, asynccontextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable
@@ -14,19 +16,30 @@ import msgspec
 import trio
 
 from orchestrator.core.errors import InputError
-from orchestrator.core.log import logger
+from orchestrator.room.leased import LeasedRooms
 from orchestrator.room.room import Resolve, Room
-from orchestrator.store.db import Store
+from orchestrator.store.db import RoomRecord
+from orchestrator.store.lease import HeldElsewhere
 from orchestrator.team.schema import Team
 from orchestrator.web.feed import Feed
-
-log = logger(__name__)
 
 
 @dataclass
 class Hosted:
     room: Room
     feed: Feed
+
+
+@dataclass
+class Elsewhere:
+    """A room another worker process runs now: what a page shows of it, read from the store."""
+
+    id: str
+    record: RoomRecord
+
+    @property
+    def floor(self) -> str:
+        return self.record.floor
 
 
 class RoomSummary(msgspec.Struct, kw_only=True):
@@ -39,7 +52,7 @@ class RoomSummary(msgspec.Struct, kw_only=True):
     last_activity: float  # seconds since the epoch; when the room was created if it has no message yet
     running_tasks: int
     busy: bool
-    open: bool  # hosted in this process now
+    open: bool  # run by this process now
 
 
 @dataclass
@@ -56,69 +69,71 @@ class Models:
 
 
 class Host:
-    def __init__(self, store: Store, models: Models, nursery: trio.Nursery):
-        self.store, self.models, self._nursery = store, models, nursery
-        self._hosted: dict[str, Hosted] = {}
-        self._opening: dict[str, trio.Event] = {}
+    """Use inside `async with Host.open(store, models, name=...)`."""
+
+    def __init__(self, models: Models):
+        self.models = models
+        self.leased: LeasedRooms | None = None
+        self.store: Any = None
+        self._feeds: dict[str, Feed] = {}
+
+    @classmethod
+    @asynccontextmanager
+    async def open(cls, store, models: Models, *, name: str, **options) -> AsyncIterator[Host]:
+        """`name` is this process's name in the leases; `options` are LeasedRooms' and RoomHost's."""
+        host = cls(models)
+        host.store = store
+        async with LeasedRooms.open(store, name, None, resolver=models.resolver, team=models.team,
+                                    models=models.catalog, mcp=models.mcp, can_confirm=True,
+                                    on_open=host._opened, on_close=host._closed, **options) as host.leased:
+            yield host
+
+    async def _opened(self, room: Room) -> None:
+        record = await self.store.room(room.id)  # seq as it is after healing on open
+        feed = Feed(record.last_seq if record else 0)
+        room.subscribe(feed.publish)
+        self._feeds[room.id] = feed
+
+    def _closed(self, room: Room) -> None:
+        # Its subscribers' streams end; browsers resume by Last-Event-ID, from the store or the room's next owner.
+        if (feed := self._feeds.pop(room.id, None)) is not None:
+            feed.close()
 
     async def rooms(self) -> list[RoomSummary]:
+        here = self.leased.rooms.rooms
         out = []
         for r in await self.store.rooms():
-            h = self._hosted.get(r.id)
+            room = here.get(r.id)
             out.append(RoomSummary(
-                id=r.id, name=r.name, floor=h.room.floor if h else r.floor, messages=r.messages,
-                last_activity=r.last_ts or r.created, running_tasks=len(h.room.ledger.running()) if h else 0,
-                busy=h.room.busy if h else False, open=h is not None))
+                id=r.id, name=r.name, floor=room.floor if room else r.floor, messages=r.messages,
+                last_activity=r.last_ts or r.created, running_tasks=len(room.ledger.running()) if room else 0,
+                busy=room.busy if room else False, open=room is not None))
         return out
 
-    async def create(self, name: str) -> Hosted:
-        def enter() -> AbstractAsyncContextManager[Room]:
-            return Room.create(self.store, self.models.new_team, self.models.resolver(), name=name,
-                               workspace=self.models.workspace, can_confirm=True, models=self.models.catalog,
-                               mcp=self.models.mcp)
-
-        hosted = await self._nursery.start(self._keep, enter)
-        return hosted
-
-    async def get(self, ref: str) -> Hosted:
-        """The running room `ref` (an id, a unique prefix or a name), opened now if need be."""
-        if (hosted := self._hosted.get(ref)) is not None:  # what pages ask for: no trip to the store
-            return hosted
-        record = await self.store.room(ref)
-        if record is None:
-            raise InputError(f"no room {ref!r} in this database")
-        while record.id not in self._hosted:
-            if (opening := self._opening.get(record.id)) is not None:
-                await opening.wait()  # someone else is opening it: share theirs
-                continue
-            self._opening[record.id] = done = trio.Event()
+    @asynccontextmanager
+    async def room(self, ref: str | None, *, name: str = "room") -> AsyncIterator[Hosted | Elsewhere]:
+        """The room `ref` (an id, a unique prefix or a name), open here for the block (taken if no other
+        process runs it), or, while another process runs it, what the store says of it. `ref=None`: a new
+        room named `name`."""
+        async with AsyncExitStack() as stack:
             try:
-                await self._nursery.start(self._keep, lambda: Room.open(
-                    self.store, record.id, self.models.resolver(), team=self.models.team, can_confirm=True,
-                    models=self.models.catalog, mcp=self.models.mcp))
-            finally:
-                del self._opening[record.id]
-                done.set()
-        return self._hosted[record.id]
+                room = await stack.enter_async_context(self.leased.rooms.room(
+                    ref, name=name, team=self.models.new_team, workspace=self.models.workspace))
+            except HeldElsewhere as exc:
+                record = await self.store.room(exc.room)
+                if record is None:
+                    raise InputError(f"no room {ref!r} in this database") from None
+                room = Elsewhere(record.id, record)
+            if isinstance(room, Elsewhere):
+                yield room
+            else:
+                yield Hosted(room, self._feeds[room.id])
 
-    async def _keep(self, enter: Callable[[], AbstractAsyncContextManager[Room]],
-                    task_status=trio.TASK_STATUS_IGNORED) -> None:
-        """One room's life in the host: open, publish into its feed, run until the host ends."""
-        room_id = None
-        try:
-            async with enter() as room:
-                room_id = room.id
-                record = await self.store.room(room.id)  # seq as it is after healing on open
-                feed = Feed(record.last_seq if record else 0)
-                room.subscribe(feed.publish)
-                self._hosted[room.id] = hosted = Hosted(room, feed)
-                task_status.started(hosted)
-                await trio.sleep_forever()
-        except Exception as exc:
-            # One room failing (its store row, its team) must not take the other rooms down.
-            log.exception("room closed by an error", room=room_id)
-            if room_id is None:
-                raise InputError(f"the room could not be opened: {exc}") from None
-        finally:
-            if room_id is not None:
-                self._hosted.pop(room_id, None)
+
+async def follow(store, room_id: str, after: int, every: float) -> AsyncIterator[list]:
+    """A room run by another process, as its stored messages after seq `after`, in batches as they come."""
+    while True:
+        if batch := await store.read(room_id, after):
+            after = batch[-1].seq
+            yield batch
+        await trio.sleep(every)

@@ -1,0 +1,163 @@
+"""`orchestrator serve --workers 2` on 127.0.0.1 over one database (SQLite, then PostgreSQL): both workers
+serve the one port; a line posted to either reaches the room's owner; a room's event stream shows its answers
+from either worker; a SIGKILLed worker's rooms keep working once their lease runs out, and the supervisor
+replaces it; SIGTERM stops every worker."""
+from __future__ import annotations
+
+import os
+import signal
+
+import pytest
+
+pytest.importorskip("starlette", reason="the serve extra is not installed: pip install -e '.[serve]'")
+pytest.importorskip("hypercorn", reason="the serve extra is not installed: pip install -e '.[serve]'")
+
+import httpx  # noqa: E402
+import trio  # noqa: E402
+
+from tests.serving import ROOT, Server, Stream, said, start_server  # noqa: E402
+
+FLAGSHIP = str(ROOT / "scenarios" / "flagship.yaml")
+LEASE = 2.0
+FIRST, FIRST_ANSWER = "Can you check app/config.py? The port test fails.", "both names point at one dict"
+SECOND, SECOND_ANSWER = "So I should copy it first?", "copy"
+
+
+def fresh() -> httpx.AsyncClient:
+    """A client that opens a new connection for every request: each may land on either worker."""
+    return httpx.AsyncClient(limits=httpx.Limits(max_keepalive_connections=0), timeout=30)
+
+
+async def on_worker(server: Server, room: str, worker: str, last: str | None = None):
+    """An event stream of `room` served by `worker` (new connections until that worker takes one)."""
+    for _ in range(200):
+        client = fresh()
+        headers = server.auth | ({"Last-Event-ID": last} if last else {})
+        response = await client.send(client.build_request("GET", f"{server.base}/rooms/{room}/events",
+                                                          headers=headers), stream=True)
+        assert response.status_code == 200, await response.aread()
+        if response.headers["x-orchestrator-worker"] == worker:
+            return client, response
+        await response.aclose()
+        await client.aclose()
+    raise AssertionError(f"worker {worker} never took a connection")
+
+
+async def post_via(server: Server, worker: str, room: str, text: str) -> dict:
+    """Post through `worker`: one kept-alive connection, tried until that worker takes it."""
+    for _ in range(200):
+        async with httpx.AsyncClient(limits=httpx.Limits(max_connections=1), timeout=30) as client:
+            probe = await client.get(f"{server.base}/rooms", headers=server.auth)
+            if probe.headers["x-orchestrator-worker"] != worker:
+                continue
+            r = await client.post(f"{server.base}/rooms/{room}/lines", json={"text": text}, headers=server.auth)
+            assert r.status_code == 202 and r.headers["x-orchestrator-worker"] == worker, r.text
+            return r.json()
+    raise AssertionError(f"worker {worker} never took a connection")
+
+
+async def answered(server: Server, room: str, worker: str, text: str) -> None:
+    client, response = await on_worker(server, room, worker)
+    try:
+        await Stream(response).until(said("tutor", text), timeout=60)
+    finally:
+        await response.aclose()
+        await client.aclose()
+
+
+async def post(server: Server, room: str, text: str) -> tuple[dict, str]:
+    async with fresh() as client:
+        r = await client.post(f"{server.base}/rooms/{room}/lines", json={"text": text}, headers=server.auth)
+        assert r.status_code == 202, r.text
+        return r.json(), r.headers["x-orchestrator-worker"]
+
+
+def alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    return True
+
+
+async def leases(server: Server) -> dict[str, str]:
+    """Room -> the pid of the worker holding it, as the store says (through the room list's owner)."""
+    return {x.room: x.host.rsplit(":", 1)[1] for x in await server.store.leases() if x.expires > 0}
+
+
+@pytest.fixture(params=["sqlite", "postgres"])
+async def served(request, tmp_path):
+    from orchestrator.store.backends import open_store
+    if request.param == "sqlite":
+        db = tmp_path / "serve.db"
+    else:
+        db = request.getfixturevalue("pg_server").fresh(f"serve_workers_{os.getpid() % 10_000}")
+    server = start_server(tmp_path, "--workers", "2", "--lease", str(LEASE), "--scripted", FLAGSHIP, db=db)
+    server.store = await open_store(db)
+    try:
+        yield server
+    finally:
+        await server.store.close()
+        server.stop()
+
+
+async def test_two_workers_share_the_port_and_the_rooms(served, tmp_path):
+    server = served
+    rooms = []
+    workers: set[str] = set()
+    async with fresh() as client:
+        with trio.fail_after(60):
+            while len(workers) < 2 or len(rooms) < 4:  # rooms made through both workers
+                r = await client.post(f"{server.base}/rooms", json={"name": f"w{len(rooms)}"}, headers=server.auth)
+                assert r.status_code == 201, r.text
+                rooms.append(r.json()["id"])
+                workers.add(r.headers["x-orchestrator-worker"])
+    owners = await leases(server)
+    assert {owners[r] for r in rooms} == workers  # each room runs where it was made, and both workers run some
+
+    # Each room's stream from the worker that does NOT run it (it follows the store by seq) and from its owner;
+    # the line is posted through whichever worker the connection lands on.
+    async with trio.open_nursery() as nursery:
+        for room in rooms:
+            async def watch(room: str = room) -> None:
+                other = next(w for w in workers if w != owners[room])
+                clients = [await on_worker(server, room, w) for w in (other, owners[room])]
+                try:
+                    await post(server, room, FIRST)
+                    for _, response in clients:
+                        await Stream(response).until(said("tutor", FIRST_ANSWER), timeout=60)
+                finally:
+                    for client, response in clients:
+                        await response.aclose()
+                        await client.aclose()
+            nursery.start_soon(watch)
+
+    # A line posted to the worker that does not run the room goes through the inbox and is answered.
+    victim_rooms = [r for r in rooms if owners[r] == owners[rooms[0]]]
+    victim = owners[rooms[0]]
+    survivor = next(w for w in workers if w != victim)
+    other_room = next(r for r in rooms if owners[r] == survivor)
+    reply = await post_via(server, victim, other_room, SECOND)
+    assert "inbox" in reply, reply
+    await answered(server, other_room, survivor, SECOND_ANSWER)
+
+    # SIGKILL a worker: after the lease runs out, the other answers a line posted (via the inbox) to its room,
+    # and every room it ran moves.
+    os.kill(int(victim), signal.SIGKILL)
+    reply = await post_via(server, survivor, rooms[0], SECOND)
+    await answered(server, rooms[0], survivor, SECOND_ANSWER)
+    with trio.fail_after(3 * LEASE + 10):
+        while True:
+            owners = await leases(server)
+            if all(owners.get(r) not in (None, victim) for r in victim_rooms):
+                break
+            await trio.sleep(0.1)
+
+    # The supervisor replaced the dead worker; SIGTERM stops them all.
+    with trio.fail_after(30):
+        while "was killed by signal 9" not in (tmp_path / "serve.err").read_text():
+            await trio.sleep(0.1)
+    pids = {int(p) for p in (await leases(server)).values()}
+    assert server.stop() == 0, (tmp_path / "serve.err").read_text()
+    assert not any(alive(p) for p in pids)
+    assert not alive(int(victim))
