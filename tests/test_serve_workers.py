@@ -6,6 +6,8 @@ from __future__ import annotations
 
 import os
 import signal
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
 
 import pytest
 
@@ -44,13 +46,17 @@ async def on_worker(server: Server, room: str, worker: str, last: str | None = N
 
 
 async def post_via(server: Server, worker: str, room: str, text: str) -> dict:
-    """Post through `worker`: one kept-alive connection, tried until that worker takes it."""
+    return await send_via(server, worker, f"/rooms/{room}/lines", {"text": text})
+
+
+async def send_via(server: Server, worker: str, path: str, body: dict | None = None) -> dict:
+    """POST through `worker`: one kept-alive connection, tried until that worker takes it."""
     for _ in range(200):
         async with httpx.AsyncClient(limits=httpx.Limits(max_connections=1), timeout=30) as client:
             probe = await client.get(f"{server.base}/rooms", headers=server.auth)
             if probe.headers["x-orchestrator-worker"] != worker:
                 continue
-            r = await client.post(f"{server.base}/rooms/{room}/lines", json={"text": text}, headers=server.auth)
+            r = await client.post(f"{server.base}{path}", json=body, headers=server.auth)
             assert r.status_code == 202 and r.headers["x-orchestrator-worker"] == worker, r.text
             return r.json()
     raise AssertionError(f"worker {worker} never took a connection")
@@ -86,19 +92,28 @@ async def leases(server: Server) -> dict[str, str]:
 
 
 @pytest.fixture(params=["sqlite", "postgres"])
-async def served(request, tmp_path):
-    from orchestrator.store.backends import open_store
+def database(request, tmp_path):
     if request.param == "sqlite":
-        db = tmp_path / "serve.db"
-    else:
-        db = request.getfixturevalue("pg_server").fresh(f"serve_workers_{os.getpid() % 10_000}")
-    server = start_server(tmp_path, "--workers", "2", "--lease", str(LEASE), "--scripted", FLAGSHIP, db=db)
+        return tmp_path / "serve.db"
+    return request.getfixturevalue("pg_server").fresh(f"serve_{request.node.name[-30:].lower().strip('[]')}")
+
+
+@asynccontextmanager
+async def serving(db, tmp_path, scenario: str = FLAGSHIP) -> AsyncIterator[Server]:
+    from orchestrator.store.backends import open_store
+    server = start_server(tmp_path, "--workers", "2", "--lease", str(LEASE), "--scripted", scenario, db=db)
     server.store = await open_store(db)
     try:
         yield server
     finally:
         await server.store.close()
         server.stop()
+
+
+@pytest.fixture
+async def served(database, tmp_path):
+    async with serving(database, tmp_path) as server:
+        yield server
 
 
 async def test_two_workers_share_the_port_and_the_rooms(served, tmp_path):
@@ -161,3 +176,42 @@ async def test_two_workers_share_the_port_and_the_rooms(served, tmp_path):
     assert server.stop() == 0, (tmp_path / "serve.err").read_text()
     assert not any(alive(p) for p in pids)
     assert not alive(int(victim))
+
+
+async def test_a_stop_sent_to_the_other_worker_stops_the_room(database, tmp_path):
+    """Stop reaches the worker that runs the room through its inbox: every worker and task is cancelled."""
+    async with serving(database, tmp_path, str(ROOT / "scenarios" / "stop-parallel.yaml")) as server:
+        async with fresh() as client:
+            r = await client.post(f"{server.base}/rooms", json={"name": "stopped"}, headers=server.auth)
+            room, owner = r.json()["id"], r.headers["x-orchestrator-worker"]
+        client, response = await on_worker(server, room, owner)
+        try:
+            s = Stream(response)
+            await post_via(server, owner, room, "Survey all caching papers.")
+            running = set()
+            with trio.fail_after(20):
+                while len(running) < 3:
+                    ev = (await s.next()).event
+                    if ev["type"] == "task" and ev["status"] == "running":
+                        running.add(ev["agent"])
+            other = await a_worker_other_than(server, owner)
+            assert await send_via(server, other, f"/rooms/{room}/stop") == {"stopped": "sent"}
+            cancelled = await s.until(lambda ev: ev["type"] == "cancelled")
+        finally:
+            await response.aclose()
+            await client.aclose()
+        assert cancelled.event["reason"] == "stopped from the web page"
+        assert sorted((t.agent, t.status) for t in await server.store.tasks(room)) == [
+            ("researcher", "cancelled"), ("reviewer", "cancelled"), ("worker", "cancelled")]
+        with trio.fail_after(10):  # the request leaves the inbox once the stop has run
+            while await server.store.inbox():
+                await trio.sleep(0.05)
+
+
+async def a_worker_other_than(server: Server, worker: str) -> str:
+    async with fresh() as client:
+        for _ in range(200):
+            r = await client.get(f"{server.base}/rooms", headers=server.auth)
+            if r.headers["x-orchestrator-worker"] != worker:
+                return r.headers["x-orchestrator-worker"]
+    raise AssertionError("only one worker answers")

@@ -419,3 +419,16 @@ async def test_a_reply_records_what_it_answers_in_its_own_row(backend):
         assert await again.answered(room.id) == {"commander": 1, "coder": 2}
     finally:
         await again.close()
+
+
+async def test_a_request_leaves_the_inbox_when_dropped(backend):
+    store = await backend.open()
+    try:
+        room = await store.create_room("r")
+        asked = await store.send(room.id, "stopped from the web page", author="control:stop")
+        kept = await store.send(room.id, "a line")
+        await store.drop(asked.id)
+        assert [x.id for x in await store.inbox()] == [kept.id]
+        await store.append(room.id, say("after"))  # the store still writes: the drop's transaction ended
+    finally:
+        await store.close()

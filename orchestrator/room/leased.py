@@ -17,7 +17,7 @@ from orchestrator.core.log import logger
 from orchestrator.core.types import Message
 from orchestrator.room.host import RoomHost
 from orchestrator.room.room import COMMANDER, USER, Resolve, Room
-from orchestrator.store.lease import LEASE_SECONDS, Fenced, HeldElsewhere, InboxLine, Lease
+from orchestrator.store.lease import CONTROL, LEASE_SECONDS, Fenced, HeldElsewhere, InboxLine, Lease
 
 log = logger()
 
@@ -93,6 +93,14 @@ class LeasedRooms:
         except Fenced:  # taken over meanwhile: nothing was written, the new owner gets the line
             self._lost(room_id)
         return Posted(room_id, "inbox", inbox=(await self.store.send(room_id, text)).id)
+
+    async def send_stop(self, room_id: str, reason: str) -> None:
+        """Ask the host that runs the room to stop it (group stop); it acts on its next look at the inbox."""
+        await self.store.send(room_id, reason, author=CONTROL + "stop")
+
+    async def send_answer(self, room_id: str, answer: str, request_id: str | None) -> None:
+        """Answer a confirmation request in a room another host runs; a request gone by then is left alone."""
+        await self.store.send(room_id, answer, author=f"{CONTROL}answer:{request_id or ''}")
 
     async def _resolve(self, ref: str) -> str:
         if ref in self._held:
@@ -188,6 +196,10 @@ class LeasedRooms:
     async def _deliver(self, line: InboxLine) -> None:
         try:
             async with self.rooms.room(line.room) as room:
+                if line.author.startswith(CONTROL):
+                    await _act(room, line)
+                    await self.store.drop(line.id)
+                    return
                 async with self._lock(line.room):
                     self.store.deliver(line)
                     try:
@@ -200,6 +212,17 @@ class LeasedRooms:
             pass  # another host took it first; the line is that host's now
         except Exception as exc:  # noqa: BLE001 (the line stays in the inbox; the next look tries again)
             log.warning("line not delivered", room=line.room, host=self.host, error=repr(exc))
+
+async def _act(room: Room, line: InboxLine) -> None:
+    """A request sent by a host that does not run the room (a web page's Stop button or answer)."""
+    what, _, request_id = line.author.removeprefix(CONTROL).partition(":")
+    if what == "stop":
+        await room.stop(line.text)
+    elif what == "answer" and room.asking and (not request_id or request_id in room.asking):
+        room.answer(line.text, request_id or None)  # type: ignore[arg-type]
+    else:
+        log.info("request not acted on", room=room.id, request=line.author)
+
 
 def _addressee(line: Message, room: Room) -> str | None:
     """The member a user line went to (room.post: the mentioned member or the floor's owner, else the

@@ -272,6 +272,14 @@ class Store:
 
         return await self._now(select)
 
+    async def drop(self, line_id: str) -> None:
+        """Delete a line from the inbox that no user append delivers (a request to stop or to answer)."""
+        def delete() -> None:
+            with immediate(self._db):
+                self._db.conn.execute("DELETE FROM inbox WHERE id = ?", [line_id])
+
+        await self._now(delete)
+
     def deliver(self, line: InboxLine) -> None:
         """The room's next user message is `line`: its append deletes the line from the inbox in the same
         transaction, so a line is in the inbox or in the room, never both and never neither."""

@@ -19,10 +19,15 @@ class Lease(msgspec.Struct, frozen=True, kw_only=True):
     expires: float  # on the database's clock (the server's, for PostgreSQL)
 
 
+# An inbox line by this author asks the owner to act on the room rather than post: "stop" (the text is the
+# reason) or "answer" (the text is the answer; the request id follows the second colon, empty for the oldest).
+CONTROL = "control:"
+
+
 class InboxLine(msgspec.Struct, frozen=True, kw_only=True):
     id: str  # chosen by the host that acknowledged the line; the owner's append deletes it
     room: str
-    author: str
+    author: str  # "user", or CONTROL + what to do
     text: str
     posted: float
 

@@ -264,6 +264,9 @@ class PgStore:
 
         return await self._run(select)
 
+    async def drop(self, line_id: str) -> None:
+        await self._run(lambda c: c.execute("DELETE FROM inbox WHERE id = %s", [line_id]))
+
     def deliver(self, line: InboxLine) -> None:
         self._deliveries[line.room] = line.id
 

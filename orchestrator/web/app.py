@@ -10,7 +10,6 @@ import hmac
 import html
 import os
 import time
-from contextlib import asynccontextmanager
 from pathlib import Path
 from typing import Any, AsyncIterator
 
@@ -26,7 +25,6 @@ from starlette.templating import Jinja2Templates
 from orchestrator.core.errors import InputError
 from orchestrator.core.events import message_event
 from orchestrator.core.types import ImageBlock, ToolResultBlock
-from orchestrator.room.room import Room
 from orchestrator.team.schema import Team
 from orchestrator.web.feed import Key, frame, parse_id
 from orchestrator.web.host import Elsewhere, Host, follow
@@ -221,34 +219,35 @@ def build_app(host: Host, token: str, *, ping: float = PING_SECONDS, flush: floa
             return _json({"inbox": posted.inbox}, 202)
         return _json({"id": posted.id, "seq": posted.seq}, 202)
 
-    @asynccontextmanager
-    async def running(request: Request) -> AsyncIterator[Room]:
-        """The room, for what only the process that runs it can do (stop, answer, show an agent's view)."""
-        async with host.room(request.path_params["room_id"]) as hosted:
-            if isinstance(hosted, Elsewhere):
-                raise Busy(f"room {hosted.id} runs in another worker process of this server now; this one cannot "
-                           "stop it, answer its questions or show its agents' view: try again in a moment")
-            yield hosted.room
-
     async def stop(request: Request) -> Response:
-        async with running(request) as room:
+        async with host.room(request.path_params["room_id"]) as hosted:
+            if isinstance(hosted, Elsewhere):  # the worker that runs it stops it on its next look at the inbox
+                await host.leased.send_stop(hosted.id, "stopped from the web page")
+                return _json({"stopped": "sent"}, 202)
             started = time.perf_counter()
-            await room.stop("stopped from the web page")
+            await hosted.room.stop("stopped from the web page")
             return _json({"stopped": True, "seconds": round(time.perf_counter() - started, 3)})
 
     async def answer(request: Request) -> Response:
         reply = msgspec.json.decode(await request.body(), type=Reply)
         if reply.answer not in ANSWERS:
             raise InputError(f"answer one of {', '.join(ANSWERS)}")
-        async with running(request) as room:
+        async with host.room(request.path_params["room_id"]) as hosted:
+            if isinstance(hosted, Elsewhere):
+                await host.leased.send_answer(hosted.id, reply.answer, reply.request_id)
+                return _json({"answered": "sent"}, 202)
+            room = hosted.room
             if reply.request_id is not None and reply.request_id not in room.asking:
                 raise InputError(f"no open question {reply.request_id!r}; open: {', '.join(room.asking) or 'none'}")
             room.answer(reply.answer, reply.request_id)  # type: ignore[arg-type]
             return _json({"answered": True})
 
     async def agent_view(request: Request) -> Response:
-        async with running(request) as room:
-            req = await room.next_request(request.path_params["name"])
+        async with host.room(request.path_params["room_id"]) as hosted:
+            if isinstance(hosted, Elsewhere):
+                raise Busy(f"room {hosted.id} runs in another worker process of this server now; only that one "
+                           "holds its agents' view: reload to try again")
+            req = await hosted.room.next_request(request.path_params["name"])
         return _json({"agent": req.agent, "model": req.model, "system": req.system,
                       "tools": [t.name for t in req.tools],
                       "messages": [{"role": m.role, "blocks": [_block(b) for b in m.blocks]}
