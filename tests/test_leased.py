@@ -146,3 +146,85 @@ def _answers(backend, room_id: str) -> dict[int, int]:
         return dict(conn.execute(query).fetchall())
     finally:
         conn.close()
+
+
+class HandsOff:
+    """The commander's model: it hands the floor to the coder, whatever it is asked."""
+
+    id = "handoff"
+
+    async def validate_auth(self) -> None:
+        return None
+
+    async def stream(self, request):
+        from orchestrator.core.types import StreamEnd, ToolCallDone, Usage
+        yield ToolCallDone("h1", "hand_off_to", {"agent": "coder", "note": "the user wants code"})
+        yield StreamEnd("tool_use", Usage())
+
+
+HANDING = Team(commander=AgentDef(name="commander", model="handoff", instructions="Hand off."),
+               agents=[AgentDef(name="coder", model="echo", description="writes code", interactive=True)])
+
+
+async def test_a_handoff_answers_the_line_and_the_floor_owner_owes_the_note(backend, tmp_path):
+    """The commander's turn ends with the handoff's result, which records the line it answered; a host that
+    dies before the floor owner replied leaves the note unanswered, and the next owner wakes the floor owner
+    (not the commander) for it."""
+    store = await backend.open()
+    echo, hands = Echo(5.0), HandsOff()  # the coder is slow: the "death" comes before its reply
+    try:
+        record = await store.create_room("r", meta={"workspace": str(tmp_path)})
+        await store.acquire(record.id, "dead", 0.05)
+        resolve = {"echo": (echo, "echo"), "handoff": (hands, "handoff")}.get
+        async with Room.open(store, record.id, resolve, team=HANDING) as room:
+            line = await room.post("build L:h")
+            with trio.fail_after(10):
+                while room.floor != "coder":
+                    await trio.sleep(0.01)
+            room._cancel_all()  # the host dies: the coder never answers
+        assert (await store.answered(record.id))["commander"] >= line.seq
+        assert not any(m.author == "coder" and m.kind == "text" for m in await store.read(record.id))
+    finally:
+        await store.close()
+    store = await backend.open()
+    try:
+        echo.delay = 0.01
+        async with LeasedRooms.open(store, "alive", resolve, team=HANDING, seconds=0.4) as leased:
+            with trio.fail_after(20):
+                while record.id not in leased.rooms.rooms:
+                    await trio.sleep(0.02)
+                async with leased.rooms.room(record.id) as room:
+                    await room.idle()
+        texts = [(m.author, m.text) for m in await store.read(record.id) if m.kind == "text"]
+        assert texts == [("coder", "answered L:h")]
+    finally:
+        await store.close()
+
+
+async def test_an_idle_room_closes_and_gives_its_lease_up(backend, tmp_path):
+    """A room that sat idle closes and releases its lease (expires 0): no host takes it over for nothing, and
+    the next line, through any host, takes it at once."""
+    a, b = await backend.open(), await backend.open()
+    echo = Echo(0.01)
+    try:
+        record = await a.create_room("r", meta={"workspace": str(tmp_path)})
+        async with LeasedRooms.open(a, "a", lambda _: (echo, "echo"), team=TEAM, seconds=0.4,
+                                    idle_close=0.2) as first, \
+                LeasedRooms.open(b, "b", lambda _: (echo, "echo"), team=TEAM, seconds=0.4) as second:
+            assert (await first.post(record.id, "hello L:1")).via == "here"
+            with trio.fail_after(10):
+                while record.id in first.rooms.rooms:
+                    await trio.sleep(0.02)
+            [lease] = await a.leases()
+            assert (lease.host, lease.expires) == ("a", 0)
+            await trio.sleep(1.0)  # several takeover scans of b
+            assert record.id not in second.rooms.rooms
+            posted = await second.post(record.id, "again L:2")
+            assert posted.via == "here" and [(x.host, x.epoch) for x in await b.leases()] == [("b", 2)]
+            async with second.rooms.room(record.id) as room:
+                await room.idle()
+        texts = [m.text for m in await b.read(record.id) if m.kind == "text"]
+        assert texts == ["answered L:1", "answered L:2"]
+    finally:
+        await a.close()
+        await b.close()

@@ -76,9 +76,6 @@ class LeasedRooms:
                         taking.cancel_scope.cancel()
             renewing.cancel_scope.cancel()
 
-    def holds(self, room_id: str) -> bool:
-        return room_id in self._held
-
     async def post(self, ref: str, text: str) -> Posted:
         """A user line for the room: posted here if this host holds the room or can take it, else stored in
         the room's inbox for its owner. Either way the line is stored when this returns."""
@@ -135,12 +132,14 @@ class LeasedRooms:
 
     async def _carry_on(self, room: Room) -> None:
         """Lines the last owner stored but never answered (it died mid-turn, perhaps after part of the reply:
-        a tool call, a worker's task) are answered now by the member each went to. Every reply records the
-        newest seq its author had read, in the reply's own row, so "answered" is exact: a reply to an earlier
-        line stored after a later one does not count for the later one."""
+        a tool call, a worker's task) are answered now by the member each went to; so is the commander's
+        handoff note to the member holding the floor. Every turn's last words record the newest seq its model
+        call held, in their own row, so "answered" is exact: a reply to an earlier line stored after a later
+        one does not count for the later one."""
         answered = await self.store.answered(room.id)
         for line in await self.store.read(room.id):
-            if line.kind == "user" and (target := _addressee(line, room)) and line.seq > answered.get(target, 0):
+            target = _addressee(line, room) if line.kind == "user" else _handed_to(line, room)
+            if target and line.seq > answered.get(target, 0):
                 room.wake(target)  # once per member: a turn answers every line it reads
 
     def _lost(self, room_id: str) -> None:
@@ -222,6 +221,13 @@ async def _act(room: Room, line: InboxLine) -> None:
         room.answer(line.text, request_id or None)  # type: ignore[arg-type]
     else:
         log.info("request not acted on", room=room.id, request=line.author)
+
+
+def _handed_to(note: Message, room: Room) -> str | None:
+    """The member holding the floor, for the commander's handoff note to it (a task it shares with the user)."""
+    owner = room.floor
+    handed = note.kind == "task" and note.author == COMMANDER and owner != COMMANDER
+    return owner if handed and owner in note.visible_to and USER in note.visible_to else None
 
 
 def _addressee(line: Message, room: Room) -> str | None:
