@@ -9,6 +9,11 @@ takes it); then the timed lines run, and the run ends when every line is answere
 
     .venv/bin/python bench/hosts.py                      # sqlite and postgres (a throwaway cluster), 1 2 4
     .venv/bin/python bench/hosts.py --stores sqlite --hosts 1,2 --lines 1000
+    .venv/bin/python bench/hosts.py --hosts "" --serve 1,2  # `orchestrator serve --workers 1` and `2` only
+
+`--serve` runs the real `orchestrator serve --workers N` on a scripted team (scenarios/flagship.yaml, each
+room playing the script's first exchange: the commander hands off, the tutor answers): rooms are created
+through its port, then each gets the first line, posted over a new connection (so any worker may take it).
 """
 from __future__ import annotations
 
@@ -29,6 +34,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 from orchestrator.store.backends import open_store  # noqa: E402
 from tests import pgcluster  # noqa: E402
 from tests.hostproc import Host, ask  # noqa: E402
+from tests.serving import ROOT, start_server  # noqa: E402
 
 TOKEN = re.compile(r"L:[\w-]+")
 
@@ -121,23 +127,73 @@ async def move(db, folder: Path, rooms: int, lease: float) -> dict:
         await store.close()
 
 
+async def served(db, folder: Path, workers: int, rooms: int, clients: int) -> dict:
+    import httpx
+
+    first, answer = "Can you check app/config.py? The port test fails.", "both names point at one dict"
+    server = start_server(folder, "--workers", str(workers), "--scripted", str(ROOT / "scenarios" / "flagship.yaml"),
+                          db=db)
+    store = await open_store(db)
+    limits = httpx.Limits(max_keepalive_connections=0)  # every request a new connection: any worker takes it
+    try:
+        async with httpx.AsyncClient(limits=limits, timeout=60) as client:
+            ids = [(await client.post(f"{server.base}/rooms", json={"name": f"s{i}"}, headers=server.auth)).json()["id"]
+                   for i in range(rooms)]
+            work, took = list(ids), []
+
+            async def one() -> None:
+                while work:
+                    room = work.pop()
+                    start = time.perf_counter()
+                    r = await client.post(f"{server.base}/rooms/{room}/lines", json={"text": first},
+                                          headers=server.auth)
+                    assert r.status_code == 202, r.text
+                    took.append(time.perf_counter() - start)
+
+            started = time.perf_counter()
+            async with trio.open_nursery() as nursery:
+                for _ in range(clients):
+                    nursery.start_soon(one)
+            acked = time.perf_counter() - started
+            with trio.fail_after(600):
+                waiting = set(ids)
+                while waiting:
+                    waiting = {r for r in waiting if not any(answer in m.text for m in await store.read(r))}
+                    await trio.sleep(0.1)
+            answered = time.perf_counter() - started
+        took.sort()
+        return {"workers": workers, "lines/s acked": rooms / acked, "lines/s answered": rooms / answered,
+                "p50 ms": 1000 * statistics.median(took), "p95 ms": 1000 * took[int(0.95 * len(took)) - 1]}
+    finally:
+        await store.close()
+        server.stop()
+
+
 async def main(args: argparse.Namespace) -> None:
     print(f"# bench/hosts.py: {args.rooms} rooms, {args.lines} lines, {args.clients} clients, "
           f"lease {args.lease}s, {time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())}")
     for kind in args.stores.split(","):
         server = pgcluster.start() if kind == "postgres" else None
         try:
-            for n in map(int, args.hosts.split(",")):
+            for n in (int(n) for n in args.hosts.split(",") if n):
                 with tempfile.TemporaryDirectory(prefix="orch-bench-") as tmp:
                     db = server.fresh(f"bench_{n}") if server else Path(tmp) / "rooms.db"
                     row = await throughput(db, Path(tmp), n, args.rooms, args.lines, args.clients, args.lease)
                     print(f"| {kind} | {row['hosts']} | {row['lines/s acked']:.0f} | {row['lines/s answered']:.0f} "
                           f"| {row['p50 ms']:.1f} | {row['p95 ms']:.1f} |", flush=True)
-            with tempfile.TemporaryDirectory(prefix="orch-bench-") as tmp:
-                db = server.fresh("bench_move") if server else Path(tmp) / "rooms.db"
-                row = await move(db, Path(tmp), args.rooms, args.lease)
-                print(f"| {kind} | move after SIGKILL | {row['rooms']} rooms | lease {row['lease s']}s | first "
-                      f"{row['first s']:.2f}s | median {row['median s']:.2f}s | last {row['last s']:.2f}s |", flush=True)
+            if args.hosts:
+                with tempfile.TemporaryDirectory(prefix="orch-bench-") as tmp:
+                    db = server.fresh("bench_move") if server else Path(tmp) / "rooms.db"
+                    row = await move(db, Path(tmp), args.rooms, args.lease)
+                    print(f"| {kind} | move after SIGKILL | {row['rooms']} rooms | lease {row['lease s']}s | first "
+                          f"{row['first s']:.2f}s | median {row['median s']:.2f}s | last {row['last s']:.2f}s |",
+                          flush=True)
+            for n in (int(n) for n in args.serve.split(",") if n):
+                with tempfile.TemporaryDirectory(prefix="orch-bench-") as tmp:
+                    db = server.fresh(f"bench_serve_{n}") if server else Path(tmp) / "rooms.db"
+                    row = await served(db, Path(tmp), n, args.rooms, args.clients)
+                    print(f"| {kind} | serve --workers {row['workers']} | {row['lines/s acked']:.0f} | "
+                          f"{row['lines/s answered']:.0f} | {row['p50 ms']:.1f} | {row['p95 ms']:.1f} |", flush=True)
         finally:
             if server:
                 server.stop()
@@ -151,4 +207,5 @@ if __name__ == "__main__":
     p.add_argument("--lines", type=int, default=2000)
     p.add_argument("--clients", type=int, default=16)
     p.add_argument("--lease", type=float, default=3.0)
+    p.add_argument("--serve", default="", help="also `orchestrator serve --workers N` for these N, e.g. 1,2")
     trio.run(main, p.parse_args())

@@ -27,7 +27,7 @@ from orchestrator.core.events import message_event
 from orchestrator.core.types import ImageBlock, ToolResultBlock
 from orchestrator.team.schema import Team
 from orchestrator.web.feed import Key, frame, parse_id
-from orchestrator.web.host import Elsewhere, Host, follow
+from orchestrator.web.host import Elsewhere, Host
 
 HERE = Path(__file__).parent
 COOKIE = "orchestrator_token"
@@ -157,15 +157,16 @@ def build_app(host: Host, token: str, *, ping: float = PING_SECONDS, flush: floa
                                  headers={"Cache-Control": "no-cache", "X-Accel-Buffering": "no", **_worker()})
 
     async def following(room_id: str, after: Key | None) -> AsyncIterator[bytes]:
-        """Another process runs the room: its stored messages, as they are stored (no deltas between them)."""
-        batches = follow(host.store, room_id, after[0] if after else 0, FOLLOW_SECONDS)
+        """Another process runs the room: its messages as they are stored, by seq (no deltas between them)."""
+        seq, said = (after[0] if after else 0), trio.current_time()
         while True:
-            with trio.move_on_after(ping) as idle:
-                batch = await anext(batches)
-            if idle.cancelled_caught:
+            if batch := await host.store.read(room_id, seq):
+                seq, said = batch[-1].seq, trio.current_time()
+                yield b"".join(frame((msg.seq, 0), message_event(msg)) for msg in batch)
+            elif trio.current_time() - said >= ping:
+                said = trio.current_time()
                 yield b": ping\n\n"
-                continue
-            yield b"".join(frame((msg.seq, 0), message_event(msg)) for msg in batch)
+            await trio.sleep(FOLLOW_SECONDS)
 
     async def feeding(hosted, after: Key | None) -> AsyncIterator[bytes]:
         """The room runs here: every event, from its feed."""

@@ -13,8 +13,6 @@ from pathlib import Path
 from typing import Any, Callable
 
 import msgspec
-import trio
-
 from orchestrator.core.errors import InputError
 from orchestrator.room.leased import LeasedRooms
 from orchestrator.room.room import Resolve, Room
@@ -129,11 +127,3 @@ class Host:
             else:
                 yield Hosted(room, self._feeds[room.id])
 
-
-async def follow(store, room_id: str, after: int, every: float) -> AsyncIterator[list]:
-    """A room run by another process, as its stored messages after seq `after`, in batches as they come."""
-    while True:
-        if batch := await store.read(room_id, after):
-            after = batch[-1].seq
-            yield batch
-        await trio.sleep(every)
