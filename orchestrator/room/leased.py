@@ -50,6 +50,9 @@ class LeasedRooms:
         self.rooms: RoomHost | None = None
         self._held: dict[str, _Held] = {}
         self._taking: set[str] = set()
+        # Leases the takeover scan took for rooms that wait for their turn to open: taken all at once, so rooms
+        # move as soon as their owner's lease runs out even when opening them (healing) takes a while.
+        self._claimed: dict[str, Lease] = {}
 
     @classmethod
     @asynccontextmanager
@@ -116,7 +119,7 @@ class LeasedRooms:
     # --- the keeper of the RoomHost -----------------------------------------------------------------
 
     async def take(self, room_id: str, scope: trio.CancelScope) -> None:
-        lease = await self.store.acquire(room_id, self.host, self.seconds)
+        lease = self._claimed.pop(room_id, None) or await self.store.acquire(room_id, self.host, self.seconds)
         if lease is None:
             raise HeldElsewhere(room_id, "another host")
         self._held[room_id] = _Held(lease, scope)
@@ -150,35 +153,51 @@ class LeasedRooms:
     async def _renewing(self) -> None:
         while True:
             await trio.sleep(self.seconds / 3)
-            held = list(self._held.values())
-            for h, renewed in zip(held, await self.store.renew_all([h.lease for h in held], self.seconds)):
-                if renewed is None:
+            held, claimed = list(self._held.values()), list(self._claimed.values())
+            renewed = await self.store.renew_all([h.lease for h in held] + claimed, self.seconds)
+            for h, lease in zip(held, renewed):
+                if lease is None:
                     self._lost(h.lease.room)
                 elif self._held.get(h.lease.room) is h:
-                    h.lease = renewed
+                    h.lease = lease
+            for claim, lease in zip(claimed, renewed[len(held):]):
+                if self._claimed.get(claim.room) is claim:
+                    if lease is None:
+                        del self._claimed[claim.room]
+                    else:
+                        self._claimed[claim.room] = lease
 
     async def _taking_over(self, nursery: trio.Nursery) -> None:
-        """Rooms whose owner stopped renewing are taken (healed, carried on) by whichever host comes first,
-        several at once. A lease given up (expires 0: closed idle) is not taken: its room waits for a line."""
+        """Rooms whose owner stopped renewing are taken (healed, carried on) by whichever host comes first:
+        their leases at once, then several rooms open at a time. A lease given up (expires 0: closed idle) is
+        not taken: its room waits for a line."""
         limiter = trio.CapacityLimiter(TAKING)
         while True:
             await trio.sleep(self.seconds / 4 * (0.5 + random.random()))
             now = await self.store.clock()
             for lease in await self.store.leases():
-                if 0 < lease.expires <= now and lease.room not in self._held and lease.room not in self._taking:
-                    self._taking.add(lease.room)
-                    nursery.start_soon(self._take_over, lease.room, limiter)
+                room_id = lease.room
+                if 0 < lease.expires <= now and room_id not in self._held and room_id not in self._taking:
+                    claim = await self.store.acquire(room_id, self.host, self.seconds)
+                    if claim is None or room_id in self._held:  # another host came first, or a line opened it
+                        continue
+                    self._claimed[room_id] = claim
+                    self._taking.add(room_id)
+                    nursery.start_soon(self._take_over, room_id, limiter)
 
     async def _take_over(self, room_id: str, limiter: trio.CapacityLimiter) -> None:
         try:
             async with limiter, self.rooms.room(room_id):
                 pass  # open now (carried on); it stays open until idle
         except HeldElsewhere:
-            pass  # another host came first
+            pass  # lost meanwhile: another host runs it
         except Exception as exc:  # noqa: BLE001 (one room's failure is that room's alone)
             log.warning("room not taken", room=room_id, host=self.host, error=repr(exc))
         finally:
             self._taking.discard(room_id)
+            if (claim := self._claimed.pop(room_id, None)) is not None:  # it never opened: let another host try
+                with trio.CancelScope(shield=True):
+                    await self.store.release(claim)
 
     async def _reading_inbox(self) -> None:
         while True:
