@@ -135,7 +135,8 @@ async def _supervise(args: argparse.Namespace, sock: socket.socket, token: str) 
     """Run `args.workers` worker processes on `sock` until SIGINT or SIGTERM. A worker killed by a signal is
     replaced; one that ends by itself (an error it printed) stops the server with its exit status."""
     command = [sys.executable, "-m", "orchestrator", "serve", *_worker_args(args), "--worker", str(sock.fileno())]
-    env = os.environ | {TOKEN_ENV: token}
+    # The database by environment too: a PostgreSQL URL may hold a password, which `ps` would show.
+    env = os.environ | {TOKEN_ENV: token, "ORCHESTRATOR_DB": str(args.db)}
     failed: list[int] = []
 
     async def keep(nursery: trio.Nursery, slot: int) -> None:
@@ -180,8 +181,9 @@ async def _supervise(args: argparse.Namespace, sock: socket.socket, token: str) 
 
 
 def _worker_args(args: argparse.Namespace) -> list[str]:
-    """The flags a worker process needs: everything that chooses the rooms' store, team and models."""
-    out = ["--db", str(args.db), "--lease", str(args.lease)]
+    """The flags a worker process needs: what chooses the rooms' team and models (the store comes by
+    environment)."""
+    out = ["--lease", str(args.lease)]
     for flag, value in (("--team", args.team), ("--model", args.model), ("--scripted", args.scripted),
                         ("--workspace", args.workspace)):
         if value:
