@@ -150,12 +150,12 @@ async def test_two_workers_share_the_port_and_the_rooms(served, tmp_path):
     # A room's page and state from the worker that does not run it: read from the store.
     for room in rooms[:2]:
         other = next(w for w in workers if w != owners[room])
-        async with httpx.AsyncClient(limits=httpx.Limits(max_connections=1), timeout=30) as client:
-            for _ in range(200):
+        for _ in range(200):  # a new connection each time, until the other worker takes one
+            async with httpx.AsyncClient(limits=httpx.Limits(max_connections=1), timeout=30) as client:
                 page = await client.get(f"{server.base}/rooms/{room}", headers=server.auth)
                 if page.headers["x-orchestrator-worker"] == other:
+                    state = await client.get(f"{server.base}/rooms/{room}/state", headers=server.auth)
                     break
-            state = await client.get(f"{server.base}/rooms/{room}/state", headers=server.auth)
         assert page.status_code == 200 and page.headers["x-orchestrator-worker"] == other
         assert 'id="room-name">w' in page.text and f'data-room="{room}"' in page.text
         assert state.headers["x-orchestrator-worker"] == other, "one kept-alive connection, one worker"

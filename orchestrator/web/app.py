@@ -16,6 +16,7 @@ from typing import Any, AsyncIterator
 import msgspec
 import trio
 from starlette.applications import Starlette
+from starlette.middleware import Middleware
 from starlette.requests import Request
 from starlette.responses import HTMLResponse, RedirectResponse, Response, StreamingResponse
 from starlette.routing import Mount, Route
@@ -154,7 +155,7 @@ def build_app(host: Host, token: str, *, ping: float = PING_SECONDS, flush: floa
                         yield data
 
         return StreamingResponse(stream(), media_type="text/event-stream",
-                                 headers={"Cache-Control": "no-cache", "X-Accel-Buffering": "no", **_worker()})
+                                 headers={"Cache-Control": "no-cache", "X-Accel-Buffering": "no"})
 
     async def following(room_id: str, after: Key | None) -> AsyncIterator[bytes]:
         """Another process runs the room: its messages as they are stored, by seq (no deltas between them)."""
@@ -254,7 +255,7 @@ def build_app(host: Host, token: str, *, ping: float = PING_SECONDS, flush: floa
                       "messages": [{"role": m.role, "blocks": [_block(b) for b in m.blocks]}
                                    for m in req.messages]})
 
-    return Starlette(routes=[
+    return Starlette(middleware=[Middleware(_Worker)], routes=[
         Route("/", page("rooms.html")),
         Route("/rooms", api(rooms), methods=["GET"]),
         Route("/rooms", api(create_room), methods=["POST"]),
@@ -279,9 +280,21 @@ def _block(b: Any) -> dict:
 
 
 def _json(value: Any, status: int = 200) -> Response:
-    return Response(msgspec.json.encode(value), status_code=status, media_type="application/json", headers=_worker())
+    return Response(msgspec.json.encode(value), status_code=status, media_type="application/json")
 
 
-def _worker() -> dict[str, str]:
-    """Which process answered: with `--workers N` any of them may (a script or a test can tell them apart)."""
-    return {"X-Orchestrator-Worker": str(os.getpid())}
+class _Worker:
+    """Every answer names the process that gave it (`X-Orchestrator-Worker: pid`): with `--workers N` any
+    of them may, and a script or a test can tell them apart."""
+
+    def __init__(self, app: Any):
+        self.app = app
+        self.pid = str(os.getpid()).encode()
+
+    async def __call__(self, scope: dict, receive: Any, send: Any) -> None:
+        async def named(message: dict) -> None:
+            if message["type"] == "http.response.start":
+                message["headers"] = [*message.get("headers", []), (b"x-orchestrator-worker", self.pid)]
+            await send(message)
+
+        await self.app(scope, receive, named)
