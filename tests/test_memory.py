@@ -464,3 +464,22 @@ async def test_edit_creates_the_database_and_reports_a_failing_editor(tmp_path, 
     assert await args.fn(args) == 1
     assert "error: the editor" in (err := capsys.readouterr().err) and "exited with status 3; nothing saved" in err
     assert sqlite3.connect(path).execute("SELECT count(*) FROM memory").fetchone() == (1,)
+
+
+async def test_processes_opening_a_new_files_memory_at_once_all_succeed(tmp_path):
+    """Several connections (one per host process) make the memory table of a new file at once: each takes the
+    write lock first, so none is refused with "database is locked" for a schema another one just changed."""
+    from orchestrator.store.db import Store
+
+    for i in range(20):
+        path = tmp_path / f"m{i}.db"
+        stores = [await Store.open(path) for _ in range(3)]
+        try:
+            for s in stores:
+                await s.create_room("r")  # each connection has read the schema, without the memory table
+            async with trio.open_nursery() as nursery:
+                for s in stores:
+                    nursery.start_soon(Memory(s).snapshot)
+        finally:
+            for s in stores:
+                await s.close()

@@ -189,7 +189,10 @@ def _entry_numbers(numbers: list[int]) -> str:
 def _create(db: sqlite_utils.Database) -> None:
     if not isinstance(db, sqlite_utils.Database):
         return  # PostgreSQL: the table is made by the store's migrations
-    db["memory"].create({"id": int, "target": str, "text": str}, pk="id", if_not_exists=True)
+    # Under the write lock from the start: another process writing the file between this statement's schema
+    # read and its write would make SQLite refuse it at once ("database is locked", no busy wait).
+    with immediate(db):
+        db["memory"].create({"id": int, "target": str, "text": str}, pk="id", if_not_exists=True)
 
 
 def _has_table(db: sqlite_utils.Database) -> bool:
