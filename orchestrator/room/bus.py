@@ -13,7 +13,7 @@ import trio
 from orchestrator.core.events import Event, message_event
 from orchestrator.core.types import Draft, Message, TextBlock
 from orchestrator.room.members import ROOM, Member
-from orchestrator.store.db import Side, Store, TaskRecord, immediate
+from orchestrator.store.db import Side, Store, TaskRecord, immediate, task_side
 
 
 class Bus:
@@ -22,6 +22,7 @@ class Bus:
         self._subscribers: list[Callable[[Event], None]] = []
         self._lock = trio.Lock()
         self._carried: list[Side] = []  # side writes waiting for the next message's transaction
+        self._assigning: _Assignments | None = None  # assignments being committed together, while others may join
 
     def subscribe(self, fn: Callable[[Event], None]) -> None:
         self._subscribers.append(fn)
@@ -37,23 +38,54 @@ class Bus:
         """Commit a message: store, partitions of everyone allowed to see it, then subscribers.
 
         Only the members in `notify` are asked to answer it; the others just see it (G3). `task` (an
-        assignment's ledger entry) is committed with it, in one transaction; so is `answers`, the newest
-        seq an agent's reply answers.
+        assignment's ledger entry) is committed with it, in one transaction, which the assignments made in the
+        same scheduler pass (a response's parallel dispatches) share; so is `answers`, the newest seq an
+        agent's reply answers.
         """
+        if task is not None:
+            return await self._assign(draft, task)
         async with self._lock:
-            carried, self._carried = self._carried, []
-            try:
-                msg = await self._store.append(self._room, draft, task=task,
-                                               side=_together(carried) if carried else None, answers=answers)
-            except BaseException:
-                self._carried[:0] = carried  # not written: they wait for the next commit
-                raise
+            return (await self._commit([draft], notify, answers=answers))[0]
+
+    async def _assign(self, draft: Draft, task: TaskRecord) -> Message:
+        if (batch := self._assigning) is not None:  # another assignment of this pass is being committed: join it
+            at = batch.join(draft, task)
+            with trio.CancelScope(shield=True):  # its rows are in that transaction: wait to learn how it ended
+                await batch.done.wait()
+            return batch.outcome(at)
+        batch = self._assigning = _Assignments(draft, task)
+        # Shielded: the assignments that join wait for this commit. Taking the lock yields, so the rest of this
+        # scheduler pass (a response's other dispatches) runs meanwhile and joins.
+        with trio.CancelScope(shield=True):
+            async with self._lock:
+                self._assigning = None
+                try:
+                    batch.messages = await self._commit(batch.drafts, (), batch.tasks)
+                except BaseException as exc:
+                    batch.error = exc
+                    raise
+                finally:
+                    batch.done.set()
+        return batch.messages[0]
+
+    async def _commit(self, drafts: list[Draft], notify: tuple[str, ...], tasks: list[TaskRecord] = (), *,
+                      answers: int | None = None) -> list[Message]:
+        """Under the lock: one transaction for `drafts`, the ledger rows of `tasks` and what is carried."""
+        carried, self._carried = self._carried, []
+        sides = carried + [task_side(t) for t in tasks]
+        try:
+            messages = await self._store.append_many(self._room, drafts, side=_together(sides) if sides else None,
+                                                      answers=answers)
+        except BaseException:
+            self._carried[:0] = carried  # not written: they wait for the next commit
+            raise
+        for msg in messages:
             for viewer in msg.visible_to:
                 member = self._members.get(viewer)
                 if member is not None:
                     member.partition.append(msg, addressed=viewer in notify)
             self.publish(message_event(msg))
-        return msg
+        return messages
 
     def carry(self, side: Side) -> None:
         """Write `side` with the room's next message, in its transaction; `flush` if none comes."""
@@ -95,3 +127,23 @@ def _together(sides: list[Side]) -> Side:
 def _transaction(db, side: Side) -> None:
     with immediate(db):
         side(db)
+
+
+class _Assignments:
+    """Task messages and their ledger rows made in one scheduler pass, committed in one transaction."""
+
+    def __init__(self, draft: Draft, task: TaskRecord):
+        self.drafts, self.tasks = [draft], [task]
+        self.messages: list[Message] = []
+        self.error: BaseException | None = None
+        self.done = trio.Event()
+
+    def join(self, draft: Draft, task: TaskRecord) -> int:
+        self.drafts.append(draft)
+        self.tasks.append(task)
+        return len(self.drafts) - 1
+
+    def outcome(self, at: int) -> Message:
+        if self.error is not None:
+            raise self.error
+        return self.messages[at]
