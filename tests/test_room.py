@@ -104,6 +104,38 @@ async def test_four_dispatches_run_concurrently(store, tmp_path):
     await assert_pairing(store, room_id)
 
 
+async def test_a_responses_assignments_commit_in_one_transaction(store, tmp_path):
+    names = [f"w{i}" for i in range(8)]
+    provider = ScriptedProvider({
+        "commander": [Reply(say="Ready."),
+                      Reply(calls=[("dispatch_to", {"agent": n, "task": f"part {n}"}) for n in names]
+                            + [("run_worker", {"task": "a hidden part"})]),
+                      Reply(say="All parts are in.")],
+        **{n: [Reply(say=f"{n} done")] for n in names},
+        "worker": [Reply(say="hidden part done")],
+    })
+    commits: list[str] = []
+    rec = Recorder()
+    async with Room.create(store, team(*(agent(n) for n in names)), resolver(provider), workspace=tmp_path,
+                           on_event=rec) as room:
+        await room.post("Are you there?")  # the memory and usage tables are made on first use: not counted
+        await room.idle()
+        store._db.conn.set_trace_callback(lambda sql: commits.append(sql) if sql.strip().upper() == "COMMIT" else None)
+        await room.post("Nine parts at once.")
+        await room.idle()
+        room_id = room.id
+    tasks = [m for _, m in rec.events if getattr(m, "kind", "") == "task" and getattr(m, "author", "") == "commander"]
+    assert len(tasks) == 9
+    assert len({m.seq for m in tasks}) == 9 and max(m.seq for m in tasks) - min(m.seq for m in tasks) == 8
+    running = [e for _, e in rec.of(TaskEvent) if e.status == "running"]
+    assert len(running) == 9
+    # user line, the call, ONE for the nine assignments, nine reports, nine results (closes ride them), the answer,
+    # the usage no message carried
+    assert len(commits) == 1 + 1 + 1 + 9 + 9 + 1 + 1, len(commits)
+    assert sorted(t.status for t in (await store.tasks(room_id))) == ["done"] * 9
+    await assert_pairing(store, room_id)
+
+
 async def test_stop_cancels_eight_busy_workers_fast_and_leaves_nothing_behind(store, tmp_path):
     names = [f"w{i}" for i in range(8)]
     provider = ScriptedProvider({
