@@ -135,15 +135,15 @@ class Store:
     async def set_floor(self, room_id: str, owner: str) -> None:
         await self._now(self._set_room, room_id, "floor", owner)
 
-    async def append(self, room_id: str, draft: Draft, *, task: TaskRecord | None = None,
-                     side: Side | None = None, answers: int | None = None) -> Message:
-        """Commit one message; with `task`, that task's row in the same transaction (an assignment); with
-        `side`, another owner's rows too (a turn's usage), so that they cost no commit of their own.
+    async def append(self, room_id: str, draft: Draft, *, side: Side | None = None,
+                     answers: int | None = None) -> Message:
+        """Commit one message; with `side`, other rows in the same transaction (an assignment's ledger row, a
+        turn's usage), so that they cost no commit of their own.
         `answers`: an agent's reply records the newest seq its author had read (see `answered`)."""
-        return (await self.append_many(room_id, [draft], task=task, side=side, answers=answers))[0]
+        return (await self.append_many(room_id, [draft], side=side, answers=answers))[0]
 
-    async def append_many(self, room_id: str, drafts: list[Draft], *, task: TaskRecord | None = None,
-                          side: Side | None = None, answers: int | None = None) -> list[Message]:
+    async def append_many(self, room_id: str, drafts: list[Draft], *, side: Side | None = None,
+                          answers: int | None = None) -> list[Message]:
         epoch = self._epochs.get(room_id)
         delivery = self._deliveries.pop(room_id, None) if any(d.kind == "user" for d in drafts) else None
 
@@ -152,8 +152,6 @@ class Store:
                 _fence(self._db, room_id, epoch)
                 if delivery is not None:
                     self._db.conn.execute("DELETE FROM inbox WHERE id = ?", [delivery])
-                if task is not None:
-                    self._db.conn.execute(_UPSERT_TASK, _task_row(task))
                 if side is not None:
                     side(self._db)
                 return _insert(self._db, room_id, drafts, epoch, answers)

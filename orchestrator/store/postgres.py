@@ -117,14 +117,14 @@ class PgStore:
     async def set_floor(self, room_id: str, owner: str) -> None:
         await self._run(self._set_room, room_id, "floor", owner)
 
-    async def append(self, room_id: str, draft: Draft, *, task: TaskRecord | None = None,
-                     side: Side | None = None, answers: int | None = None) -> Message:
-        """Commit one message; with `task`, that task's row in the same transaction (an assignment); with
-        `side`, another owner's rows too (a turn's usage)."""
-        return (await self.append_many(room_id, [draft], task=task, side=side, answers=answers))[0]
+    async def append(self, room_id: str, draft: Draft, *, side: Side | None = None,
+                     answers: int | None = None) -> Message:
+        """Commit one message; with `side`, other rows in the same transaction (an assignment's ledger row, a
+        turn's usage)."""
+        return (await self.append_many(room_id, [draft], side=side, answers=answers))[0]
 
-    async def append_many(self, room_id: str, drafts: list[Draft], *, task: TaskRecord | None = None,
-                          side: Side | None = None, answers: int | None = None) -> list[Message]:
+    async def append_many(self, room_id: str, drafts: list[Draft], *, side: Side | None = None,
+                          answers: int | None = None) -> list[Message]:
         epoch = self._epochs.get(room_id)
         delivery = self._deliveries.pop(room_id, None) if any(d.kind == "user" for d in drafts) else None
 
@@ -132,8 +132,6 @@ class PgStore:
             _fence(c, room_id, epoch)
             if delivery is not None:
                 c.execute("DELETE FROM inbox WHERE id = %s", [delivery])
-            if task is not None:
-                c.execute(_UPSERT_TASK, _task_row(task))
             if side is not None:
                 side(_Session(c))
             return _insert(c, room_id, drafts, epoch, answers)
