@@ -40,8 +40,8 @@ STOP_WAIT = 15.0  # seconds workers get to stop before they are killed
 
 def add_parser(subparsers: Any) -> argparse.ArgumentParser:
     s = subparsers.add_parser("serve", help="host every room of the store on a web page",
-                              description="Host every room of the store in one process and show them in "
-                                          "the browser: live transcript, timeline, floor, ledger and what "
+                              description="Host every room of the store, spread over --workers processes, and "
+                                          "show them in the browser: live transcript, timeline, floor, ledger and what "
                                           "each agent sees.")
     s.add_argument("--db", type=database, default=default_db(),
                    help="the SQLite file or postgresql:// URL (default: %(default)s)")
