@@ -88,6 +88,7 @@ async def cmd_serve(args: argparse.Namespace) -> int:
         return await _work(args, sock, token, announce=lambda: _announce(args, url, token))
     try:
         await (await open_db(args.db)).close()  # created or migrated once, and a bad --db said in one line, here
+        _check_files(args)
         _announce(args, url, token)
         return await _supervise(args, sock, token)
     finally:
@@ -178,6 +179,19 @@ async def _supervise(args: argparse.Namespace, sock: socket.socket, token: str) 
         print(f"a worker ended with status {failed[0]} (said above); the server stopped", file=sys.stderr)
         return failed[0] or 1
     return 0
+
+
+def _check_files(args: argparse.Namespace) -> None:
+    """A scenario or team file every worker would refuse, said once here, before the address is printed."""
+    if args.scripted:
+        from orchestrator.scenario.loader import load_scenario
+        from orchestrator.scenario.shipped import find_scenario
+
+        load_scenario(find_scenario(args.scripted, folder_hint="--scripted plays one scenario file"))
+    if args.team:
+        from orchestrator.team.loader import load_team
+
+        load_team(args.team)
 
 
 def _worker_args(args: argparse.Namespace) -> list[str]:
