@@ -230,3 +230,17 @@ async def a_worker_other_than(server: Server, worker: str) -> str:
             if r.headers["x-orchestrator-worker"] != worker:
                 return r.headers["x-orchestrator-worker"]
     raise AssertionError("only one worker answers")
+
+
+def test_a_missing_scenario_is_said_once_before_the_address(tmp_path):
+    import subprocess
+    import sys
+
+    p = subprocess.run([sys.executable, "-m", "orchestrator", "serve", "--db", str(tmp_path / "o.db"), "--port", "0",
+                        "--workers", "2", "--scripted", "no-such-scenario"], capture_output=True, text=True,
+                       timeout=60, cwd=tmp_path)
+    assert p.returncode == 2
+    assert "http://" not in p.stdout + p.stderr  # nothing was served
+    assert p.stderr.strip().splitlines() == [
+        "error: no-such-scenario: no such file, and no shipped scenario of that name "
+        "(`orchestrator scenarios` lists them)"]
