@@ -13,6 +13,7 @@ import unicodedata
 from dataclasses import dataclass
 from functools import cache
 
+from orchestrator.core.patterns import Pattern
 from orchestrator.memory import lexicon
 
 INJECTION = "prompt-injection"
@@ -159,7 +160,7 @@ def _lookalikes() -> dict[int, str]:
 
 _LEET = {"0": "o", "1": "i", "3": "e", "4": "a", "5": "s", "7": "t", "@": "a", "$": "s"}
 _LEET_INNER = {"!": "i", "|": "i"}  # only between two letters: "all!" stays "all"
-_SINGLES = re.compile(r"(?<!\S)\S(?: \S){2,}(?!\S)")  # "i g n o r e" spelled out letter by letter
+_SINGLES = Pattern(r"(?<!\S)\S(?: \S){2,}(?!\S)")  # "i g n o r e" spelled out letter by letter
 
 
 def _is_word(c: str) -> bool:
@@ -190,7 +191,7 @@ def _unhide(text: str) -> str:
     return "".join(out)
 
 
-_HARAKAT = re.compile(r"[\u064B-\u065F\u0670]")  # Arabic short-vowel marks: optional in writing, like accents
+_HARAKAT = Pattern(r"[\u064B-\u065F\u0670]")  # Arabic short-vowel marks: optional in writing, like accents
 
 
 def _strip_latin_marks(text: str) -> str:
@@ -264,7 +265,7 @@ _NEGATED_WORDS = (
     r"(?:^| )(?:never|not|dont|don t|do not|no|avoid|nor|without|nunca|jamais|ne|nie|niemals|nicht|kein|"
     r"keine|никогда|не|нельзя|dung|khong|jangan|tidak|tak|mai|non)(?: ever| pernah| bao gio| jamais)?"
     r"(?: \S+ (?:or|and|nor|ou|et|oder|und|y|o|и|или|atau|dan|va|hoac|e))? ?$")
-_NEGATED_CLOSE = re.compile(r"(?:不要|别|別|请勿|請勿|切勿|禁止|勿|绝不|絕不|不得|不能|不可|ไม่|ห้าม|อย่า)\S{0,5}$")
+_NEGATED_CLOSE = Pattern(r"(?:不要|别|別|请勿|請勿|切勿|禁止|勿|绝不|絕不|不得|不能|不可|ไม่|ห้าม|อย่า)\S{0,5}$")
 
 
 def _negated(words_before: str) -> bool:
@@ -651,7 +652,7 @@ _RULES = (*_EN, *_OTHER, *_MARKUP)
 
 # --- classes: combinations of parts, in 16 languages (lexicon.py) ---------------------------
 
-_SPACELESS = re.compile(r"[\u0600-\u06FF\u0E00-\u0E7F\u3040-\u30FF\u3400-\u9FFF\uF900-\uFAFF]")
+_SPACELESS = Pattern(r"[\u0600-\u06FF\u0E00-\u0E7F\u3040-\u30FF\u3400-\u9FFF\uF900-\uFAFF]")
 
 
 def _stems(stems: list[str]) -> re.Pattern:
@@ -723,8 +724,8 @@ _GENERIC = (
 @cache
 def _generic() -> frozenset[str]:
     return frozenset(_words(_folded(_GENERIC)).split())
-_RELATIVE = re.compile(r"^(?:you|that|which|we|they|i|he|she|someone|anyone)\b")
-_OWNED_AFTER = re.compile(r"^(?:s )?in (?:your|this|the system|system|my|the prompt|the conversation|the above)\b")
+_RELATIVE = Pattern(r"^(?:you|that|which|we|they|i|he|she|someone|anyone)\b")
+_OWNED_AFTER = Pattern(r"^(?:s )?in (?:your|this|the system|system|my|the prompt|the conversation|the above)\b")
 
 
 def _specific(text: str, named: dict[str, tuple[int, int]]) -> bool:
@@ -814,7 +815,7 @@ _CLASSES = (
 
 # An authority and a notice word before a colon or dash at the start of a line: "SYSTEM NOTICE —",
 # "ADMIN OVERRIDE:", "Operator message:", "THÔNG BÁO HỆ THỐNG:", "系统通知：".
-_HEADER = re.compile(r"(?:^|\n|[.!?。！？]\s*)[ \t>*#_\[(=/;-]*([^\n:：—–\]*=#]{2,48}?)[ \t_)]*"
+_HEADER = Pattern(r"(?:^|\n|[.!?。！？]\s*)[ \t>*#_\[(=/;-]*([^\n:：—–\]*=#]{2,48}?)[ \t_)]*"
                      r"(?::|：|—|–|--| - |\*{2,}|={2,}|#{2,}|\]|\n)")
 
 
@@ -834,14 +835,14 @@ def _impersonated(text: str) -> bool:
     return False
 
 
-_COMMENT = re.compile(r"<!--(.*?)(?:-->|$)", re.S)
-_MD_COMMENT = re.compile(r"^\s*\[(?://|comment|_|#|hidden|note)\]:\s*(?:#|<>|\S+)\s*[(\"']", re.M | re.I)
-_DETAILS = re.compile(r"<details\b[^>]*>(.*?)</details\s*>", re.S | re.I)
-_INVISIBLE_STYLE = re.compile(r"style\s*=\s*[\"'][^\"']*(?:display\s*:\s*none|visibility\s*:\s*hidden|font-size\s*:"
+_COMMENT = Pattern(r"<!--(.*?)(?:-->|$)", re.S)
+_MD_COMMENT = Pattern(r"^\s*\[(?://|comment|_|#|hidden|note)\]:\s*(?:#|<>|\S+)\s*[(\"']", re.M | re.I)
+_DETAILS = Pattern(r"<details\b[^>]*>(.*?)</details\s*>", re.S | re.I)
+_INVISIBLE_STYLE = Pattern(r"style\s*=\s*[\"'][^\"']*(?:display\s*:\s*none|visibility\s*:\s*hidden|font-size\s*:"
                               r"\s*0|opacity\s*:\s*0(?:\.0+)?\s*[;\"'])|<[a-z]+\s[^>]*\bhidden\b[^>]*>", re.I)
-_CODE_SPAN = re.compile(r"`[^`\n]*`")
-_HEX = re.compile(r"(?<![0-9A-Fa-f])(?:[0-9A-Fa-f]{2}){16,}(?![0-9A-Fa-f])")
-_BASE64 = re.compile(r"(?<![A-Za-z0-9+/=_-])[A-Za-z0-9+/_-]{20,}={0,2}(?![A-Za-z0-9+/=_-])")
+_CODE_SPAN = Pattern(r"`[^`\n]*`")
+_HEX = Pattern(r"(?<![0-9A-Fa-f])(?:[0-9A-Fa-f]{2}){16,}(?![0-9A-Fa-f])")
+_BASE64 = Pattern(r"(?<![A-Za-z0-9+/=_-])[A-Za-z0-9+/_-]{20,}={0,2}(?![A-Za-z0-9+/=_-])")
 
 
 def _hidden_content(text: str, depth: int) -> str | None:
