@@ -101,6 +101,16 @@ class Stream:
                 if test(frame.event):
                     return frame
 
+    async def running(self, n: int, timeout: float = 20.0) -> set[str]:
+        """Read on until `n` agents have a task marked running; those agents."""
+        agents: set[str] = set()
+        with trio.fail_after(timeout):
+            while len(agents) < n:
+                ev = (await self.next()).event
+                if ev["type"] == "task" and ev["status"] == "running":
+                    agents.add(ev["agent"])
+        return agents
+
 
 def said(author: str, text: str):
     """A test for `Stream.until`: a message by `author` containing `text`."""

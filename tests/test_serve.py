@@ -9,7 +9,6 @@ pytest.importorskip("starlette", reason="the serve extra is not installed: pip i
 pytest.importorskip("hypercorn", reason="the serve extra is not installed: pip install -e '.[serve]'")
 
 import httpx  # noqa: E402
-import trio  # noqa: E402
 
 from orchestrator.core.events import EVENT_DECODER, message_event  # noqa: E402
 from orchestrator.store.db import Store  # noqa: E402
@@ -203,12 +202,7 @@ async def test_stop_over_http_cancels_every_worker(tmp_path):
             async with subscribe(client, server, room) as r:
                 s = Stream(r)
                 await post(client, server, room, "Survey all caching papers.")
-                running = set()
-                with trio.fail_after(20):
-                    while len(running) < 3:
-                        ev = (await s.next()).event
-                        if ev["type"] == "task" and ev["status"] == "running":
-                            running.add(ev["agent"])
+                await s.running(3)
                 r = await client.post(f"{server.base}/rooms/{room}/stop", headers=server.auth)
                 assert r.status_code == 200 and r.json()["seconds"] < 5
                 cancelled = await s.until(lambda ev: ev["type"] == "cancelled")

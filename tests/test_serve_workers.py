@@ -203,12 +203,7 @@ async def test_a_stop_sent_to_the_other_worker_stops_the_room(database, tmp_path
         try:
             s = Stream(response)
             await post_via(server, owner, room, "Survey all caching papers.")
-            running = set()
-            with trio.fail_after(20):
-                while len(running) < 3:
-                    ev = (await s.next()).event
-                    if ev["type"] == "task" and ev["status"] == "running":
-                        running.add(ev["agent"])
+            await s.running(3)
             other = await a_worker_other_than(server, owner)
             assert await send_via(server, other, f"/rooms/{room}/stop") == {"stopped": "sent"}
             cancelled = await s.until(lambda ev: ev["type"] == "cancelled")
