@@ -33,6 +33,7 @@ from orchestrator.store.sqlite import sqlite_utils
 T = TypeVar("T")
 Side = Callable[[Any], None]  # writes of another owner of tables, run inside a message's transaction
 BUSY_WAIT_MS = 5000
+WAL_PAGES = 10_000  # about 40 MB of WAL between checkpoints
 INBOX_POLL = 0.05  # seconds between looks at the inbox on SQLite, so a line reaches its owner this fast
 
 _STRINGS = msgspec.json.Decoder(list[str])
@@ -585,6 +586,11 @@ def _connect(name: str, readonly: bool) -> sqlite_utils.Database:
         db.enable_wal()
         db.execute("PRAGMA synchronous=NORMAL")  # per connection; FULL by default
         db.execute("PRAGMA busy_timeout = 0")  # the event loop's default; Store._run waits in its thread
+        # A checkpoint runs inside the commit that crosses this many WAL pages, on the event loop, and waits for
+        # two fsyncs: 1,000 (the default) stopped a busy host about one tenth of the time. A message rewrites the
+        # same few pages (its room's row, the index ends), so a larger WAL also copies fewer pages per message.
+        db.execute(f"PRAGMA wal_autocheckpoint = {WAL_PAGES}")
+        db.execute(f"PRAGMA journal_size_limit = {WAL_PAGES * 4096}")  # and the WAL file shrinks back to that
     except sqlite3.Error as exc:
         db.close()
         raise schema.damage(exc, name) or exc from None
