@@ -61,7 +61,7 @@ def test_cycles_in_the_frozen_heap_are_freed_once_many_rooms_closed():
 
 def test_cycles_in_the_frozen_heap_are_freed_when_memory_doubles():
     used = [1_000]
-    heap = Heap(used=lambda: used[0])
+    heap = Heap(used=lambda: used[0], gap=0)
     heap.settle()
     kept = [Node() for _ in range(10)]
     heap.settle()
@@ -88,3 +88,16 @@ async def test_the_host_gives_everything_back_to_the_collector_when_it_closes(tm
         assert gc.get_freeze_count() == 0
     finally:
         await store.close()
+
+
+def test_growth_thaws_at_most_once_a_gap():
+    used = [1_000]
+    heap = Heap(used=lambda: used[0], gap=3600)
+    heap.settle()
+    kept = [Node() for _ in range(10)]
+    heap.settle()
+    refs = [weakref.ref(n) for n in kept]
+    del kept
+    used[0] = 10_000  # rooms opening: memory grows fast, most of it alive
+    heap.settle()
+    assert all(r() is not None for r in refs)  # no full pass yet: the last one (the first freeze) was just now
