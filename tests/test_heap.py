@@ -26,8 +26,12 @@ def thawed():
     gc.unfreeze()
 
 
-def _cycles(n: int) -> list[weakref.ref]:
-    return [weakref.ref(Node()) for _ in range(n)]
+def _frozen_garbage(heap: Heap) -> list[weakref.ref]:
+    """Ten cycles frozen by a settle after the first (the baseline), then dropped: garbage only a thaw frees."""
+    heap.settle()
+    kept = [Node() for _ in range(10)]
+    heap.settle()
+    return [weakref.ref(n) for n in kept]
 
 
 def test_a_settle_freezes_and_a_full_pass_leaves_the_frozen_alone():
@@ -43,11 +47,7 @@ def test_a_settle_freezes_and_a_full_pass_leaves_the_frozen_alone():
 
 def test_cycles_in_the_frozen_heap_are_freed_once_many_rooms_closed():
     heap = Heap()
-    heap.settle()  # the baseline
-    kept = [Node() for _ in range(10)]
-    heap.settle()  # frozen with them
-    refs = [weakref.ref(n) for n in kept]
-    del kept
+    refs = _frozen_garbage(heap)
     for _ in range(50):
         heap.closed(open_rooms=100)
     gc.collect()
@@ -62,11 +62,7 @@ def test_cycles_in_the_frozen_heap_are_freed_once_many_rooms_closed():
 def test_cycles_in_the_frozen_heap_are_freed_when_memory_doubles():
     used = [1_000]
     heap = Heap(used=lambda: used[0], gap=0)
-    heap.settle()
-    kept = [Node() for _ in range(10)]
-    heap.settle()
-    refs = [weakref.ref(n) for n in kept]
-    del kept
+    refs = _frozen_garbage(heap)
     used[0] = 2_000  # doubled, not more
     heap.settle()
     assert all(r() is not None for r in refs)
@@ -93,11 +89,7 @@ async def test_the_host_gives_everything_back_to_the_collector_when_it_closes(tm
 def test_growth_thaws_at_most_once_a_gap():
     used = [1_000]
     heap = Heap(used=lambda: used[0], gap=3600)
-    heap.settle()
-    kept = [Node() for _ in range(10)]
-    heap.settle()
-    refs = [weakref.ref(n) for n in kept]
-    del kept
+    refs = _frozen_garbage(heap)
     used[0] = 10_000  # rooms opening: memory grows fast, most of it alive
     heap.settle()
     assert all(r() is not None for r in refs)  # no full pass yet: the last one (the first freeze) was just now

@@ -84,8 +84,8 @@ class Ledger:
 
     def lines(self, n: int) -> list[tuple[str, int]]:
         """The last n tasks as the commander's prompt shows them, each with its tokens: made once per change."""
-        shown = []
-        for rec in self.recent(n):
+        shown, recent = [], self.recent(n)
+        for rec in recent:
             kept = self._lines.get(rec.id)
             if kept is None or kept[0] is not rec:
                 line = f"{rec.id} {rec.agent} [{rec.status}] {rec.task}" + (f" -> {rec.result}" if rec.result else "")
@@ -93,7 +93,7 @@ class Ledger:
                 kept = self._lines[rec.id] = (rec, line, estimate(f"- {line}\n") + 1)
             shown.append(kept[1:])
         if len(self._lines) > 2 * n:  # only the shown ones are worth keeping
-            self._lines = {rec.id: self._lines[rec.id] for rec in self.recent(n) if rec.id in self._lines}
+            self._lines = {rec.id: self._lines[rec.id] for rec in recent}
         return shown
 
     def _oldest_first(self, ids: set[str]) -> list[TaskRecord]:
