@@ -497,7 +497,9 @@ async def survives(lines: list[str]) -> None:
         assert KEY not in str(err)
         return
     assert isinstance(events[-1], StreamEnd)
-    assert all(isinstance(e, (TextDelta, ThinkingDelta, ToolCallDone)) for e in events[:-1])
+    assert all(isinstance(e, (TextDelta, ThinkingDelta, ToolCallDone, ToolCallCut)) for e in events[:-1])
+    # a call is cut (unreadable arguments kept, never run) only when the output limit ended the reply
+    assert events[-1].stop_reason == "max_tokens" or not any(isinstance(e, ToolCallCut) for e in events)
     assert all(isinstance(e.input, dict) for e in events if isinstance(e, ToolCallDone))
 
 
