@@ -269,11 +269,32 @@ async def test_a_version_2_file_learns_what_each_reply_answers(tmp_path):
         assert await store.answered(room.id) == {"commander": 1}
     finally:
         await store.close()
-    assert pragma(path, "user_version") == schema.VERSION == 3
+    assert pragma(path, "user_version") == schema.VERSION
     assert raw_rows(path, "SELECT seq, answers FROM messages ORDER BY seq") == [(1, None), (2, 1), (3, None)]
     fresh = tmp_path / "fresh.db"
     await (await Store.open(fresh)).close()
     assert _schema(path, "messages") == _schema(fresh, "messages")
+
+
+async def test_a_version_3_file_goes_on_after_the_seq_its_room_row_kept(tmp_path):
+    """3 → 4: appends stop moving the room's row; a seq version 3 handed out (kept in the row after healing deleted
+    its message) is still never handed out again, and the room's last seq and ts read the same."""
+    path = tmp_path / "v3.db"
+    store = await Store.open(path)
+    room = await store.create_room("r")
+    for text in ("one", "two"):
+        await store.append(room.id, Draft(author="user", kind="user", blocks=[TextBlock(text)], visible_to=["*"]))
+    await store.close()
+    sql(path, "UPDATE rooms SET last_seq = 5", "PRAGMA user_version = 3")  # seqs 3-5 were healed away
+    store = await Store.open(path)
+    try:
+        m = await store.append(room.id, Draft(author="user", kind="user", blocks=[TextBlock("six")], visible_to=["*"]))
+        [record] = await store.rooms()
+    finally:
+        await store.close()
+    assert pragma(path, "user_version") == schema.VERSION == 4
+    assert m.seq == record.last_seq == 6 and record.last_ts == m.ts and record.messages == 3
+    assert raw_rows(path, "SELECT last_seq FROM rooms") == [(5,)]  # the row is the mark, not the count
 
 
 async def test_every_migration_step_exists():

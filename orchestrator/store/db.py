@@ -8,12 +8,11 @@ A read-only store opens the file read-only and heals a room in memory for displa
 """
 from __future__ import annotations
 
-import contextlib
 import itertools
 import os
 import sqlite3
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from os import PathLike
 from pathlib import Path
 from time import time_ns
@@ -25,7 +24,7 @@ import msgspec
 import trio
 
 from orchestrator.core.types import BLOCK_DECODER, ENCODER, Draft, Message
-from orchestrator.store import heal, schema
+from orchestrator.store import batch, heal, schema
 from orchestrator.store.lease import Fenced, InboxLine, Lease
 from orchestrator.store.schema import UnusableDatabase
 from orchestrator.store.sqlite import sqlite_utils
@@ -38,7 +37,11 @@ INBOX_POLL = 0.05  # seconds between looks at the inbox on SQLite, so a line rea
 
 _STRINGS = msgspec.json.Decoder(list[str])
 _OBJECT = msgspec.json.Decoder(dict)
-_ROOMS = ("SELECT r.*, (SELECT count(*) FROM messages m WHERE m.room = r.id) AS messages "
+# last_seq and last_ts as `_insert` reads them (the newest message's, or healing's mark in the row).
+_ROOMS = ("SELECT r.id, r.name, r.floor, r.created, r.meta, "
+          "max(r.last_seq, coalesce((SELECT max(seq) FROM messages m WHERE m.room = r.id), 0)) AS last_seq, "
+          "max(r.last_ts, coalesce((SELECT ts FROM messages m WHERE m.room = r.id ORDER BY seq DESC LIMIT 1), 0)) "
+          "AS last_ts, (SELECT count(*) FROM messages m WHERE m.room = r.id) AS messages "
           "FROM rooms r {where} ORDER BY r.created, r.rowid")
 
 
@@ -92,6 +95,7 @@ class Store:
         # The inbox line that the room's next user message delivers (deleted in the append's transaction).
         self._deliveries: dict[str, str] = {}
         self._prepared: set[Callable] = set()  # other owners' table set-ups already run on this file
+        self._group: batch.Group | None = None  # small calls waiting for the thread, to run in one transaction
 
     @classmethod
     async def open(cls, path: str | PathLike[str], *, readonly: bool = False) -> Store:
@@ -336,37 +340,62 @@ class Store:
     # --- under the limiter: on the event loop, or in the worker thread ------------------------
 
     async def _now(self, fn: Callable[..., T], *args: Any) -> T:
-        """Run a small call on the event loop. The loop never waits for another process's write lock
-        (busy_timeout is 0 here): a busy file sends the call to the thread, which waits as long as it must."""
+        """Run a small call on the event loop, or, while the loop has other work, in a group (store/batch.py).
+        The loop never waits for another process's write lock (busy_timeout is 0 here): a busy file sends the
+        call to the thread, which waits as long as it must."""
         if self.readonly:
             return await self._run(fn, *args)
         await trio.lowlevel.checkpoint_if_cancelled()
-        try:
-            self._limiter.acquire_nowait()
-        except trio.WouldBlock:
-            await self._limiter.acquire()
-        try:
-            with self._damage():
+        # A free limiter has no waiters (a release hands the token straight to the next one) and `fn` does not
+        # yield, so nothing can take the token meanwhile.
+        if (group := self._group) is None and not (self._limiter.borrowed_tokens
+                                                   or trio.lowlevel.current_statistics().tasks_runnable):
+            try:
                 return fn(*args)
-        except sqlite3.OperationalError as exc:
-            if exc.sqlite_errorcode & 0xFF not in (sqlite3.SQLITE_BUSY, sqlite3.SQLITE_LOCKED):
+            except sqlite3.OperationalError as exc:
+                if exc.sqlite_errorcode & 0xFF not in (sqlite3.SQLITE_BUSY, sqlite3.SQLITE_LOCKED):
+                    self._check(exc)
+                    raise
+            except sqlite3.Error as exc:
+                self._check(exc)
                 raise
-        finally:
-            self._limiter.release()
-        return await self._run(fn, *args)
+            return await self._run(fn, *args)
+        try:
+            if group is None:
+                return await self._lead(fn, args)
+            return await group.result(group.add(fn, args))  # the group waiting for the thread: join it
+        except sqlite3.Error as exc:
+            self._check(exc)
+            raise
+
+    async def _lead(self, fn: Callable[..., T], args: tuple) -> T:
+        """Open a group with this call and send it to the thread once the thread is free; what is posted
+        meanwhile joins it. Shielded: the calls that joined wait for it."""
+        group = self._group = batch.Group()
+        at = group.add(fn, args)
+        with trio.CancelScope(shield=True):
+            async with self._limiter:  # yields at least once, so the rest of this pass can join
+                self._group = None
+                try:
+                    group.results = await trio.to_thread.run_sync(_patiently, self._db, batch.run,
+                                                                  self._db.conn, group.writes)
+                except BaseException as exc:
+                    group.failed = exc
+                finally:
+                    group.land()
+        return await group.result(at)
 
     async def _run(self, fn: Callable[..., T], *args: Any) -> T:
-        with self._damage():
-            return await trio.to_thread.run_sync(_patiently, self._db, fn, *args, limiter=self._limiter)
-
-    @contextlib.contextmanager
-    def _damage(self) -> Iterator[None]:
         try:
-            yield
+            return await trio.to_thread.run_sync(_patiently, self._db, fn, *args, limiter=self._limiter)
         except sqlite3.Error as exc:
-            if (unusable := schema.damage(exc, self.name)) is not None:
-                raise unusable from exc
+            self._check(exc)
             raise
+
+    def _check(self, exc: sqlite3.Error) -> None:
+        """An error that says the file is damaged is raised as such, naming the file; the caller re-raises the rest."""
+        if (unusable := schema.damage(exc, self.name)) is not None:
+            raise unusable from exc
 
     def _set_room(self, room_id: str, column: str, value: str) -> None:
         with immediate(self._db):
@@ -400,16 +429,8 @@ def _fence(db: sqlite_utils.Database, room_id: str, epoch: int | None) -> None:
 
 def _insert(db: sqlite_utils.Database, room_id: str, drafts: list[Draft], epoch: int | None,
             answers: int | None = None) -> list[Message]:
-    # The last seq and ts are kept in the room row, so a seq freed by healing is never handed out again.
     conn = db.conn
-    if len(drafts) == 1:  # the common case, one statement fewer: the row is moved on and read back at once
-        found = conn.execute(_NEXT_SEQ, [time.time(), room_id]).fetchall()  # all: the statement ends here
-        if not found:
-            raise KeyError(f"no room {room_id!r}")
-        m = _message(room_id, *found[0], drafts[0])
-        conn.execute(_INSERT_MESSAGE, _row(m, epoch, answers))
-        return [m]
-    found = conn.execute("SELECT last_seq, last_ts FROM rooms WHERE id = ?", [room_id]).fetchone()
+    found = conn.execute(_LAST, [room_id]).fetchone()
     if found is None:
         raise KeyError(f"no room {room_id!r}")
     seq, ts = found
@@ -420,13 +441,15 @@ def _insert(db: sqlite_utils.Database, room_id: str, drafts: list[Draft], epoch:
         m = _message(room_id, seq, ts, draft)
         conn.execute(_INSERT_MESSAGE, _row(m, epoch, answers))
         messages.append(m)
-    conn.execute("UPDATE rooms SET last_seq = ?, last_ts = ? WHERE id = ?", [seq, ts, room_id])
     return messages
 
 
-# The same rule as the loop above for one message: a ts after the last one, now if the clock allows.
-_NEXT_SEQ = ("UPDATE rooms SET last_seq = last_seq + 1, last_ts = CASE WHEN ?1 > last_ts THEN ?1 "
-             "ELSE last_ts + 1e-6 END WHERE id = ?2 RETURNING last_seq, last_ts")
+# The room's last seq and ts: its newest message's (the end of the (room, seq) index, a read), or the mark healing
+# leaves in the room's row when it deletes the newest ones, so that a seq seen once is never handed out again.
+# An append writes no row but its message's: the room's row stays one page that commits do not rewrite.
+_LAST = ("SELECT max(r.last_seq, coalesce(m.seq, 0)), max(r.last_ts, coalesce(m.ts, 0)) FROM rooms r LEFT JOIN "
+         "(SELECT seq, ts FROM messages WHERE room = ?1 ORDER BY seq DESC LIMIT 1) m WHERE r.id = ?1")
+_MARK = f"UPDATE rooms SET (last_seq, last_ts) = ({_LAST}) WHERE id = ?1"
 
 
 def task_side(task: TaskRecord) -> Side:
@@ -507,6 +530,8 @@ def _healed_copy(db: sqlite_utils.Database, room_id: str) -> list[Message]:
 
 
 def _apply(db: sqlite_utils.Database, room_id: str, fix: heal.HealPlan, epoch: int | None) -> None:
+    if fix.delete:  # the room's row keeps the newest seq and ts, which the deletions may take away
+        db.execute(_MARK, [room_id])
     for message_id in fix.delete:
         db.execute("DELETE FROM messages WHERE id = ?", [message_id])
     # Through negative seqs, so that no intermediate state breaks UNIQUE (room, seq).
@@ -516,25 +541,44 @@ def _apply(db: sqlite_utils.Database, room_id: str, fix: heal.HealPlan, epoch: i
     _insert(db, room_id, [draft for _, draft in fix.add], epoch)
 
 
-@contextlib.contextmanager
-def immediate(db: sqlite_utils.Database) -> Iterator[None]:
-    """One write transaction, for every owner of tables in the store's file.
+class immediate:
+    """One write transaction, for every owner of tables in the store's file: `with immediate(db): ...`.
 
     IMMEDIATE takes the write lock before our first read, so another process cannot commit
     between that read and our write (a deferred BEGIN fails there with "database is locked").
-    On the PostgreSQL store `db` is its session, and this is a transaction (a savepoint) there."""
-    if not isinstance(db, sqlite_utils.Database):
-        with db.transaction():
-            yield
-        return
-    conn = db.conn  # not sqlite-utils' wrappers: this runs for every message
-    conn.execute("BEGIN IMMEDIATE")
-    try:
-        yield
-        conn.commit()
-    except BaseException:
-        conn.rollback()
-        raise
+    Inside a group's transaction (store/batch.py, which gives each write a savepoint) it adds nothing.
+    On the PostgreSQL store `db` is its session, and this is a transaction (a savepoint) there.
+    A class, not a generator: it runs for every message."""
+
+    __slots__ = ("_conn", "_outer")
+
+    def __init__(self, db: sqlite_utils.Database):
+        if isinstance(db, sqlite_utils.Database):
+            conn = db.conn
+            self._conn, self._outer = (None if conn.in_transaction else conn), None
+        else:
+            self._conn, self._outer = None, db.transaction()
+
+    def __enter__(self) -> None:
+        if self._outer is not None:
+            self._outer.__enter__()
+        elif self._conn is not None:
+            self._conn.execute("BEGIN IMMEDIATE")
+
+    def __exit__(self, kind, exc, tb) -> bool | None:
+        if self._outer is not None:
+            return self._outer.__exit__(kind, exc, tb)
+        if self._conn is None:
+            return None
+        if kind is None:
+            try:
+                self._conn.commit()
+                return None
+            except BaseException:
+                self._conn.rollback()
+                raise
+        self._conn.rollback()
+        return None
 
 
 def _json(value: Any) -> str:

@@ -12,10 +12,11 @@ from pathlib import Path
 from orchestrator.core.errors import InputError
 
 APPLICATION_ID = 0x4F524348  # "ORCH" in the file header: how another tool (and we) tell the file apart
-VERSION = 3
+VERSION = 4
 # Versions whose tables this code reads as they are, so a read-only command needs no migration
-# (versions 2 and 3 only added the leases, the inbox and two message columns, which reading a room does not need).
-READABLE = frozenset({0, 1, 2, 3})
+# (versions 2 and 3 only added the leases, the inbox and two message columns, which reading a room does not need;
+# version 4 changed what a room's last_seq means, which a read takes into account for every version).
+READABLE = frozenset({0, 1, 2, 3, 4})
 
 # The tables as the first release created them (through sqlite-utils); a new file gets the same text, so
 # a migrated file and a new one are alike.
@@ -178,9 +179,15 @@ def _answers(conn: sqlite3.Connection) -> None:
     conn.execute(ANSWERS_BEFORE_V3)
 
 
+def _seq_from_messages(conn: sqlite3.Connection) -> None:
+    """3 → 4: an append no longer rewrites its room's row; a room's last seq and ts are its newest message's, or the
+    mark healing left in the row (never lower than what version 3 kept there). The tables stay as they are: the
+    mark keeps an earlier release, which would hand out a seq already taken, from writing the file."""
+
+
 # MIGRATIONS[n] takes a file from version n to n + 1; a schema change adds one and bumps VERSION.
 MIGRATIONS: dict[int, Callable[[sqlite3.Connection], None]] = {0: _from_unmarked, 1: _leases_and_inbox,
-                                                               2: _answers}
+                                                               2: _answers, 3: _seq_from_messages}
 
 
 def damage(exc: sqlite3.Error, path: str) -> UnusableDatabase | None:

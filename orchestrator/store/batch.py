@@ -1,0 +1,78 @@
+"""Group commit: the store's small writes that arrive while the event loop has other work to do run together in
+the store's thread, in one transaction, while the loop goes on with that work.
+
+A room waits for its own write (a message is published only after its commit), so one busy room gains nothing
+from a thread; many rooms do. The first write of a group sends it to the thread as soon as the one in flight has
+landed; writes arriving meanwhile join the next group, so groups grow with the load. Each write runs inside a
+savepoint of its own: one that fails (a fenced room) fails alone, the others commit.
+"""
+from __future__ import annotations
+
+from typing import Any, Callable
+
+import trio
+
+Write = tuple[Callable[..., Any], tuple]
+
+
+class Group:
+    """Writes waiting to be sent to the thread together, and how each one ended."""
+
+    def __init__(self) -> None:
+        self.writes: list[Write] = []
+        self.results: list[Any] = []  # a write's return value, or the exception it raised
+        self.failed: BaseException | None = None  # what stopped the whole group (its commit failed, say)
+        self.landed = False
+        self._waiting: list[trio.lowlevel.Task] = []
+
+    def add(self, fn: Callable[..., Any], args: tuple) -> int:
+        self.writes.append((fn, args))
+        return len(self.writes) - 1
+
+    def land(self) -> None:
+        self.landed = True
+        for task in self._waiting:
+            trio.lowlevel.reschedule(task)
+
+    async def result(self, at: int) -> Any:
+        """The write's result once its group committed. A cancel cannot end the wait (its rows may already be in
+        the transaction): a wait that refuses to be aborted, as a shielded Event.wait but without a cancel scope
+        per write."""
+        if not self.landed:
+            self._waiting.append(trio.lowlevel.current_task())
+            await trio.lowlevel.wait_task_rescheduled(_refuse)
+        if self.failed is not None:
+            raise self.failed
+        if isinstance(result := self.results[at], _Failed):
+            raise result.error
+        return result
+
+
+def _refuse(_raise_cancel) -> trio.lowlevel.Abort:
+    return trio.lowlevel.Abort.FAILED
+
+
+class _Failed:
+    def __init__(self, error: Exception):
+        self.error = error
+
+
+def run(conn, writes: list[Write]) -> list[Any]:
+    """In the thread, holding the connection: every write in one IMMEDIATE transaction, each in a savepoint
+    (their own `immediate` adds nothing inside it). If the commit fails, every write fails."""
+    conn.execute("BEGIN IMMEDIATE")
+    try:
+        results: list[Any] = []
+        for fn, args in writes:
+            conn.execute("SAVEPOINT write")
+            try:
+                results.append(fn(*args))
+            except Exception as exc:
+                conn.execute("ROLLBACK TO write")
+                results.append(_Failed(exc))
+            conn.execute("RELEASE write")
+        conn.commit()
+    except BaseException:
+        conn.rollback()
+        raise
+    return results
