@@ -2,7 +2,8 @@
 partition of every member allowed to see it, then published to subscribers, under one lock.
 
 Because the lock covers all three steps, the order subscribers see is the `seq` order on disk. Writes that
-need no commit of their own (a turn's usage) ride the next message's transaction, or `flush` writes them.
+need no commit of their own ride the next message's transaction (a task's closing row) or, deferred (a turn's
+usage), the first one after they waited `DEFER` seconds; `flush` writes what is left when the room settles.
 """
 from __future__ import annotations
 
@@ -15,6 +16,8 @@ from orchestrator.core.types import Draft, Message, TextBlock
 from orchestrator.room.members import ROOM, Member
 from orchestrator.store.db import Side, Store, TaskRecord, immediate, task_side
 
+DEFER = 1.0  # seconds a deferred write waits for the room to settle before it rides the next message
+
 
 class Bus:
     def __init__(self, store: Store, room_id: str, members: dict[str, Member]):
@@ -22,6 +25,8 @@ class Bus:
         self._subscribers: list[Callable[[Event], None]] = []
         self._lock = trio.Lock()
         self._carried: list[Side] = []  # side writes waiting for the next message's transaction
+        self._deferred: list[Side] = []  # and those that may wait until `_due`
+        self._due = _NEVER
         self._assigning: _Assignments | None = None  # assignments being committed together, while others may join
 
     def subscribe(self, fn: Callable[[Event], None]) -> None:
@@ -44,8 +49,16 @@ class Bus:
         """
         if task is not None:
             return await self._assign(draft, task)
-        async with self._lock:
+        # Taken without a pass through the scheduler when it is free (trio's `acquire` always yields once, and
+        # a line posts about ten messages); the commit's own checkpoint still sees a cancel.
+        try:
+            self._lock.acquire_nowait()
+        except trio.WouldBlock:
+            await self._lock.acquire()
+        try:
             return (await self._commit([draft], notify, answers=answers))[0]
+        finally:
+            self._lock.release()
 
     async def _assign(self, draft: Draft, task: TaskRecord) -> Message:
         if (batch := self._assigning) is not None:  # another assignment of this pass is being committed: join it
@@ -70,14 +83,14 @@ class Bus:
 
     async def _commit(self, drafts: list[Draft], notify: tuple[str, ...], tasks: list[TaskRecord] = (), *,
                       answers: int | None = None) -> list[Message]:
-        """Under the lock: one transaction for `drafts`, the ledger rows of `tasks` and what is carried."""
-        carried, self._carried = self._carried, []
+        """Under the lock: one transaction for `drafts`, the ledger rows of `tasks` and what is carried (if due)."""
+        carried = self._take(bool(self._deferred) and trio.current_time() >= self._due)
         sides = carried + [task_side(t) for t in tasks]
         try:
             messages = await self._store.append_many(self._room, drafts, side=_together(sides) if sides else None,
                                                       answers=answers)
         except BaseException:
-            self._carried[:0] = carried  # not written: they wait for the next commit
+            self._give_back(carried)
             raise
         for msg in messages:
             for viewer in msg.visible_to:
@@ -87,30 +100,50 @@ class Bus:
             self.publish(message_event(msg))
         return messages
 
-    def carry(self, side: Side) -> None:
-        """Write `side` with the room's next message, in its transaction; `flush` if none comes."""
-        self._carried.append(side)
+    def carry(self, side: Side, *, defer: bool = False) -> None:
+        """Write `side` with the room's next message, in its transaction; `flush` if none comes. `defer`: a write
+        that may wait (a turn's usage), so a busy room commits its rows together, not one per message."""
+        if not defer:
+            self._carried.append(side)
+            return
+        if not self._deferred:
+            self._due = trio.current_time() + DEFER
+        self._deferred.append(side)
+
+    def _take(self, deferred: bool) -> list[Side]:
+        carried, self._carried = self._carried, []
+        if deferred:
+            carried += self._deferred
+            self._deferred, self._due = [], _NEVER
+        return carried
+
+    def _give_back(self, carried: list[Side]) -> None:
+        """Not written: they wait for the next commit (the deferred ones among them too)."""
+        self._carried[:0] = carried
 
     @property
     def carrying(self) -> bool:
-        return bool(self._carried)
+        return bool(self._carried or self._deferred)
 
     async def flush(self) -> None:
         """Write what is carried now, in one transaction of its own (the room settled with no message to come)."""
         with trio.CancelScope(shield=True):
             async with self._lock:
-                carried, self._carried = self._carried, []
+                carried = self._take(deferred=True)
                 if carried:
                     try:
                         await self._store.call(_transaction, _together(carried), small=True)
                     except BaseException:
-                        self._carried[:0] = carried
+                        self._give_back(carried)
                         raise
 
     async def notice(self, text: str, visible_to: list[str], notify: tuple[str, ...] = ()) -> Message:
         """A line the room itself writes (an unknown @name, a limit, an answered question)."""
         return await self.post(Draft(author=ROOM, kind="notice", blocks=[TextBlock(text)], visible_to=visible_to),
                                notify)
+
+
+_NEVER = float("inf")
 
 
 def _together(sides: list[Side]) -> Side:

@@ -497,9 +497,9 @@ class Room:
             except OrchestratorError as exc:
                 raise self._failed(member, str(exc), type(exc).__name__) from None
             finally:
-                if spent:  # also when it was stopped or failed: with the next message, or when the room settles
+                if spent:  # also when it was stopped or failed: when the room settles, or within Bus.DEFER
                     with trio.CancelScope(shield=True):
-                        self.bus.carry(await self.usage.writer(spent))
+                        self.bus.carry(await self.usage.writer(spent), defer=True)
             assert done is not None
             if done.stop_reason == "max_tokens":
                 await self._cut_off(member, agent, done)
