@@ -634,3 +634,18 @@ async def test_real_models_bring_their_window_and_compaction_point(store, tmp_pa
         pinned = await room._agent(room.members["pinned"])
     assert (plain.window, plain.compact_at) == (5_000, 0.5)
     assert (pinned.window, pinned.compact_at) == (9_000, 0.9)  # the agent's own settings win
+
+
+def test_the_commander_prompt_set_from_its_frame_is_the_template_rendered_whole():
+    """Room.Frame renders the commander's prompt once and sets each ledger into its slot: the same text as
+    rendering commander.md.j2 with that ledger, whatever the task lines hold."""
+    from orchestrator.core.prompts import render
+    from orchestrator.room.room import Frame
+
+    for values in (dict(instructions="Be brief.", roster=[agent("a"), agent("b")], floor="commander",
+                        tools=["bash", "read_file"], memory="Profile: likes {{ braces }}.", skills=""),
+                   dict(instructions="", roster=[], floor="a", tools=[], memory="", skills="Skills: one.")):
+        frame = Frame(values)
+        for ledger in ([], ["t1 a [running] Draft part 1."],
+                       ["t1 a [done] Two\nlines {{ x }} {% if %} -> - done", "- t2 b [failed] \x00 odd", ""]):
+            assert frame.text(ledger) == render("commander.md.j2", ledger=ledger, **values)

@@ -147,14 +147,14 @@ WEIGHTS = (W_LOWER, W_LOWER_RARE, W_UPPER, W_DIGIT, W_PUNCT, W_NEWLINE, W_PUNCT_
            W_GREEK, W_CYRILLIC, W_ARMENIAN, W_HEBREW, W_ARABIC, W_DEVANAGARI, W_THAI, W_BRAHMIC, W_E1, W_SYMBOLS,
            W_ZWJ, W_KANA, W_HAN_COMMON, W_HAN, W_HANGUL, W_COMPAT, W_VARIATION_SELECTOR, W_EMOJI, W_ASTRAL)
 _NO_NON_ASCII = (0,) * 22
+_ASCII_WEIGHTS = WEIGHTS[:len(WEIGHTS) - len(_NO_NON_ASCII)]
 _BLOCK = 1024  # characters per block when judging how English the text is
 
 
-def features(text: str, th_english_share: float = TH_ENGLISH_SHARE) -> tuple[float, ...]:
-    """The counts that `estimate` weighs, in FEATURES order (bench/calibrate_tokens.py fits on them)."""
-    b = text.encode("utf-8", "surrogatepass")
-    c = b.translate(_CLASSES, _CONTINUATION)
-    rare, upper, digit, punct, newline = (c.count(code) for code in (LOWER_RARE, UPPER, DIGIT, PUNCT, NEWLINE))
+def _ascii_features(c: bytes, th_english_share: float = TH_ENGLISH_SHARE) -> tuple[float, ...]:
+    """The first 14 features, from the class string `c` (all a text has when it is ASCII)."""
+    count = c.count
+    rare = count(LOWER_RARE)
     shape = c.translate(_SHAPE)
     words = c.translate(_WORDS)
     # How much of the text is not English, judged block by block (so a reply that switches between
@@ -163,14 +163,21 @@ def features(text: str, th_english_share: float = TH_ENGLISH_SHARE) -> tuple[flo
     for start in range(0, len(c), _BLOCK):
         letters = words.count(b"a", start, start + _BLOCK)
         if letters:
-            english = c.count(b"th", start, start + _BLOCK) / (letters * th_english_share)
+            english = count(b"th", start, start + _BLOCK) / (letters * th_english_share)
             if english < 1.0:
                 foreign += letters * (1.0 - english)
-    ascii_part = (shape.count(b"a") - rare, rare, upper, digit, punct, newline,
-                  c.translate(_PUNCT_RUNS).count(b"x."), c.translate(_SPACE_RUNS).count(b"x  "),
-                  shape.count(b"aA"), shape.count(b"a0") + shape.count(b"0a"), shape.count(b" aaaaaaa"),
-                  words.count(b" a"), foreign,
-                  c.count(LOWER_AI + SPACE) - c.count(SPACE + LOWER_AI + SPACE))
+    return (shape.count(b"a") - rare, rare, count(UPPER), count(DIGIT), count(PUNCT), count(NEWLINE),
+            c.translate(_PUNCT_RUNS).count(b"x."), c.translate(_SPACE_RUNS).count(b"x  "),
+            shape.count(b"aA"), shape.count(b"a0") + shape.count(b"0a"), shape.count(b" aaaaaaa"),
+            words.count(b" a"), foreign,
+            count(LOWER_AI + SPACE) - count(SPACE + LOWER_AI + SPACE))
+
+
+def features(text: str, th_english_share: float = TH_ENGLISH_SHARE) -> tuple[float, ...]:
+    """The counts that `estimate` weighs, in FEATURES order (bench/calibrate_tokens.py fits on them)."""
+    b = text.encode("utf-8", "surrogatepass")
+    c = b.translate(_CLASSES, _CONTINUATION)
+    ascii_part = _ascii_features(c, th_english_share)
     if text.isascii():
         return ascii_part + _NO_NON_ASCII
     rest = c.translate(None, _ASCII_CODES)
@@ -206,4 +213,7 @@ def estimate(text: str) -> int:
     """Tokens `text` will take, erring high: within about -5%/+30% of real BPE counts on long text."""
     if not text:
         return 0
+    if text.isascii():  # most text is: the other 22 counts are zeros (the same sum, fewer steps)
+        counts = _ascii_features(text.encode().translate(_CLASSES))
+        return max(1, math.ceil(sum(map(operator.mul, _ASCII_WEIGHTS, counts))))
     return max(1, math.ceil(sum(map(operator.mul, WEIGHTS, features(text)))))

@@ -64,6 +64,20 @@ _MENTION = re.compile(r"@([a-z][a-z0-9_-]{0,31})\b")
 
 DEFAULT_WINDOW = 200_000
 _LEDGER_HEAD = estimate("Task ledger:\n")  # the commander prompt's heading over a ledger that is not empty
+_SLOT = "\x00ledger\x00"  # a ledger line no task has: where the frame's lines go
+
+
+class Frame:
+    """The commander's prompt but its ledger, rendered once: with the ledger's lines set into its slot, the text
+    commander.md.j2 gives for them, without a render per assignment."""
+
+    def __init__(self, values: dict):
+        self.bare = render("commander.md.j2", ledger=[], **values)
+        self.tokens = estimate(self.bare)
+        self._head, self._tail = render("commander.md.j2", ledger=[_SLOT], **values).split(f"- {_SLOT}\n")
+
+    def text(self, ledger: list[str]) -> str:
+        return self._head + "".join(f"- {line}\n" for line in ledger) + self._tail if ledger else self.bare
 Resolve = Callable[[str], tuple[Provider, str]]  # model string -> (provider, model id)
 Catalog = Callable[[str], "ModelInfo | None"]  # model string -> its window and compaction point, if known
 
@@ -612,20 +626,20 @@ class Room:
                      thinking_budget=spec.thinking.budget_tokens if spec.thinking else None)
 
     def _commander_prompt(self, member: Member, tools: list[str], memory: str, skills: str) -> None:
-        """The commander's system prompt, rendered again when what it shows changed. Its ledger changes with every
-        assignment: the rest is estimated once per change of its own, each ledger line once (Ledger.lines)."""
+        """The commander's system prompt, made again when what it shows changed. Its ledger changes with every
+        assignment: the rest (the frame) is rendered and estimated once per change of its own, each ledger line
+        once (Ledger.lines), and the lines are set into the frame's slot."""
         roster = self.roster()
         rest = (tools, memory, self.floor, [a.name for a in roster], skills)
         ledger = self.ledger.lines(20)
         if (rest, ledger) == member.prompt[0]:
             return
-        values = dict(instructions=member.spec.instructions, roster=roster, floor=self.floor, tools=tools,
-                      memory=memory, skills=skills)
         if rest != member.frame[0]:
-            member.frame = (rest, estimate(render("commander.md.j2", ledger=[], **values)))
-        text = render("commander.md.j2", ledger=[line for line, _ in ledger], **values)
-        member.prompt = ((rest, ledger), text, member.frame[1] + sum(tokens for _, tokens in ledger)
-                         + (_LEDGER_HEAD if ledger else 0))
+            member.frame = (rest, Frame(dict(instructions=member.spec.instructions, roster=roster, floor=self.floor,
+                                             tools=tools, memory=memory, skills=skills)))
+        frame = member.frame[1]
+        member.prompt = ((rest, ledger), frame.text([line for line, _ in ledger]),
+                         frame.tokens + sum(n for _, n in ledger) + (_LEDGER_HEAD if ledger else 0))
 
     async def _add_mcp_tools(self, member: Member, tools: Registry, window: int) -> None:
         """The member's MCP tools; a server that started once stays up for every room of this process.
