@@ -21,6 +21,7 @@ from orchestrator.room.room import Room
 from orchestrator.team.schema import AgentDef, Limits, Team
 from orchestrator.store.db import Store
 from orchestrator.store.heal import INTERRUPTED, pairing_problems
+from orchestrator.store.usage import UsageLog
 
 
 # --- helpers -----------------------------------------------------------------------------------
@@ -649,3 +650,41 @@ def test_the_commander_prompt_set_from_its_frame_is_the_template_rendered_whole(
         for ledger in ([], ["t1 a [running] Draft part 1."],
                        ["t1 a [done] Two\nlines {{ x }} {% if %} -> - done", "- t2 b [failed] \x00 odd", ""]):
             assert frame.text(ledger) == render("commander.md.j2", ledger=ledger, **values)
+
+
+@pytest.mark.parametrize("defer", [1.0, 0.0])
+async def test_a_turns_usage_rows_wait_for_the_room_to_settle_or_a_second(store, tmp_path, monkeypatch, defer):
+    """Usage rows are deferred writes (room/bus.py): a line that takes less than Bus.DEFER writes all of its rows
+    in one transaction when the room settles; rows that waited longer ride the next message's commit."""
+    from orchestrator.room import bus
+
+    monkeypatch.setattr(bus, "DEFER", defer)
+    provider = ScriptedProvider({
+        "commander": [Reply(say="Ready."), Reply(calls=[("dispatch_to", {"agent": "a", "task": "draft it"})]),
+                      Reply(say="Drafted.")],
+        "a": [Reply(say="a draft")]})
+    transactions: list[list[str]] = [[]]
+
+    def seen(sql: str) -> None:
+        if sql.startswith("INSERT INTO usage") or sql.startswith("INSERT INTO messages"):
+            transactions[-1].append(sql.split()[2])
+        elif sql == "COMMIT":
+            transactions.append([])
+
+    async with Room.create(store, team(agent("a")), resolver(provider), workspace=tmp_path) as room:
+        await room.post("Are you there?")  # the usage table is made on first use
+        await room.idle()
+        store._db.conn.set_trace_callback(seen)
+        await room.post("Draft it with a.")
+        await room.idle()
+        store._db.conn.set_trace_callback(None)
+        room_id = room.id
+    written = [t for t in transactions if t]
+    with_usage = [t for t in written if "usage" in t]
+    if defer:
+        assert with_usage == [["usage"] * 4]  # three model calls and one tool run, all in the settle's write
+    else:
+        assert len(with_usage) >= 2 and all("messages" in t for t in with_usage[:-1])
+    assert sum(t.count("usage") for t in written) == 4
+    report = await UsageLog(store).report([room_id], lambda *_: None)
+    assert report.total.calls == 4 and report.total.tool_calls == 1  # both lines: the first one's call, too

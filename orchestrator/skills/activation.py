@@ -7,7 +7,6 @@ from __future__ import annotations
 
 from pathlib import Path
 from typing import Literal
-from xml.sax.saxutils import quoteattr
 
 import msgspec
 import trio
@@ -49,6 +48,7 @@ def allowed_names(patterns: list[str]) -> tuple[set[str], list[str]]:
 
 def content(skill: Skill, session: ToolSession, *, untrusted: bool) -> str:
     """What activation returns: the instructions (no front matter) and the list of bundled files."""
+    from xml.sax.saxutils import quoteattr  # when a skill is shown: it loads urllib.request (~10 ms)
     folder = Path(skill.folder)
     files = [shown(session, folder / f) for f in bundled_files(folder)]
     # the body cannot close the wrapper early and pose as text of ours

@@ -6,7 +6,6 @@ descriptions are shortened, then skills are left out; the catalog then says how 
 from __future__ import annotations
 
 from dataclasses import dataclass
-from xml.sax.saxutils import quoteattr
 
 from orchestrator.core.prompts import render
 from orchestrator.core.tokens import estimate
@@ -36,6 +35,7 @@ def _shorten(text: str, limit: int | None) -> str:
 
 
 def _line(item: Listed, limit: int | None, locations: bool) -> str:
+    from xml.sax.saxutils import quoteattr  # when a skill is shown: it loads urllib.request (~10 ms)
     s = item.skill
     attrs = f"name={quoteattr(s.name)}"
     if locations:

@@ -1,16 +1,17 @@
 """What a room spent: one row per model call and per tool run, summed per agent and model, and priced.
 
-A turn's rows (stopped or failed turns included) ride the room's next message commit, or are written when
-the room settles; the cost is computed when shown, from the catalog's prices (config overrides included).
+A turn's rows (stopped or failed turns included) are written when the room settles, or with the first message
+committed after they waited a second (room/bus.py): a process killed mid-line loses the rows not yet written
+(about a second's, or those made since the room's last message). The cost is computed when shown, from the catalog's prices (config overrides included).
 """
 from __future__ import annotations
 
 from typing import Callable, Literal, Protocol
 
 import msgspec
-import sqlite_utils
 
 from orchestrator.store.db import Side, Store, immediate
+from orchestrator.store.sqlite import sqlite_utils
 
 
 class Price(Protocol):
@@ -130,6 +131,9 @@ def _insert(db: sqlite_utils.Database, rows: list[dict]) -> None:
 
 
 def _write(db: sqlite_utils.Database, rows: list[dict]) -> None:
+    if isinstance(db, sqlite_utils.Database):
+        db.conn.executemany(_INSERT, rows)
+        return
     for row in rows:  # a turn's few rows
         db.execute(_INSERT, row)
 
