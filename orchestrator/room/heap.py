@@ -7,10 +7,12 @@ only a cycle among frozen objects (a closed room, a finished turn) waits for the
 the memory in use has doubled since the last one (at most once a minute) or many rooms have closed: rarely,
 and so does the one long pass it costs.
 
-Between freezes CPython would still run a full pass every tenth middle one: it starts one when what reached the old
-generation since the last full pass exceeds a quarter of what that pass left there, and after a freeze that is
-next to nothing. Those passes walked a second's promotions (tens of thousands of objects, up to 55 ms, several
-times a second at 100 busy rooms) and found no garbage: while the heap runs, full passes are only its own.
+While the heap runs, the collector runs no pass of its own (threshold 0): the heap's pass every second collects
+the young cycles of that second, then freezes what is left. CPython's automatic passes cost a fifth of a busy
+host's CPU: every object a line keeps (its messages, their model views) was walked by a young pass, again by a
+middle one, and after each freeze CPython started a full pass every tenth middle one (it compares with the
+unfrozen part only), walking a second's promotions (up to 55 ms) to find nothing. Cyclic garbage waits at most
+a second.
 """
 from __future__ import annotations
 
@@ -20,9 +22,8 @@ import time
 
 import trio
 
-SETTLE = 1.0  # seconds between freezes: what a full pass of the collector may still have to walk
+SETTLE = 1.0  # seconds between the heap's passes: how long cyclic garbage waits, what a pass walks
 GAP = 60.0  # seconds at least between thaws for growth: rooms opening (live data, not garbage) grow memory fast
-NO_FULL_PASS = 1 << 30  # the old generation's threshold while the heap runs: middle passes before a full one
 
 
 class Heap:
@@ -46,13 +47,13 @@ class Heap:
     async def run(self) -> None:
         if self._thresholds is None:
             self._thresholds = gc.get_threshold()
-            gc.set_threshold(*self._thresholds[:2], NO_FULL_PASS)
+            gc.set_threshold(0)  # no automatic pass: settle's are the only ones
         while True:
             await trio.sleep(self.every)
             self.settle()
 
     def settle(self) -> None:
-        gc.collect(1)  # the young generations first: a cycle that is garbage already is not frozen
+        gc.collect(1)  # what the last second made: its cycles are freed, the rest is frozen
         # Blocks in use, not gc.get_freeze_count(), which walks every frozen object (~0.1 s for 600,000).
         used = self._used()
         now = time.monotonic()
