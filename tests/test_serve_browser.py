@@ -82,7 +82,10 @@ def open_new_room(page, name: str) -> None:
 
 
 def open_task_bars(page) -> list[dict]:
-    return page.eval_on_selector_all("#lanes .bar.task.open", """bars => bars.map(b => {
+    # Found and measured in one evaluation: the timeline redraws every 200 ms while a bar is open, replacing its
+    # elements, and eval_on_selector_all queries first and measures in a second call: a redraw in between left it
+    # measuring detached elements (every rect 0).
+    return page.evaluate("""() => Array.from(document.querySelectorAll('#lanes .bar.task.open'), b => {
         const r = b.getBoundingClientRect();
         return {agent: b.closest('.lane').dataset.agent, left: r.left, right: r.right};
     })""")
