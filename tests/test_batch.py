@@ -151,3 +151,32 @@ async def test_a_group_whose_commit_fails_fails_every_write_in_it(store, groups,
     assert len(failed) == 4 and await store.load(room.id) == []
     monkeypatch.setattr(batch, "run", run)
     assert (await store.append(room.id, say("after"))).seq == 1  # the store goes on
+
+
+async def test_immediate_adds_nothing_only_inside_its_own_connections_group(tmp_path):
+    """Inside a running group `immediate` is part of the group's transaction; anywhere else a transaction left open
+    is an error SQLite reports, and another store's writes meanwhile commit on their own."""
+    import sqlite3
+
+    from orchestrator.store.db import immediate
+
+    one, two = await Store.open(tmp_path / "one.db"), await Store.open(tmp_path / "two.db")
+    try:
+        room = await two.create_room("r")
+        inner: list[int] = []
+
+        def write_two_meanwhile() -> None:  # runs inside one's group: two's transaction is its own
+            with immediate(two._db):
+                two._db.conn.execute("UPDATE rooms SET floor = 'a' WHERE id = ?", [room.id])
+            inner.append(two._db.conn.in_transaction)
+
+        assert batch.run(one._db.conn, [(write_two_meanwhile, ())]) == [None] and inner == [False]
+        assert (await two.room(room.id)).floor == "a"
+        one._db.conn.execute("BEGIN")
+        with pytest.raises(sqlite3.OperationalError, match="within a transaction"):
+            with immediate(one._db):
+                pass
+        one._db.conn.rollback()
+    finally:
+        await one.close()
+        await two.close()

@@ -12,6 +12,9 @@ from typing import Any, Callable
 import trio
 
 Write = tuple[Callable[..., Any], tuple]
+# The connections whose group is running (by id): `immediate` on them adds nothing. Any other transaction still
+# open when `immediate` begins one is a bug, and SQLite says so.
+RUNNING: set[int] = set()
 
 
 class Group:
@@ -61,6 +64,14 @@ def run(conn, writes: list[Write]) -> list[Any]:
     the exception it raised. A write that raises makes the transaction roll back and run again without it, so it
     fails alone (rarely: a fenced room) and the others cost no savepoint each. If the transaction cannot begin or
     commit, this raises."""
+    RUNNING.add(id(conn))
+    try:
+        return _run(conn, writes)
+    finally:
+        RUNNING.discard(id(conn))
+
+
+def _run(conn, writes: list[Write]) -> list[Any]:
     failed: dict[int, Exception] = {}
     while True:
         conn.execute("BEGIN IMMEDIATE")

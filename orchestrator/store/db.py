@@ -570,7 +570,8 @@ class immediate:
 
     IMMEDIATE takes the write lock before our first read, so another process cannot commit
     between that read and our write (a deferred BEGIN fails there with "database is locked").
-    Inside a group's transaction (store/batch.py, which gives each write a savepoint) it adds nothing.
+    Inside a group's transaction (store/batch.py) it adds nothing; any other transaction still open is a bug,
+    which BEGIN reports.
     On the PostgreSQL store `db` is its session, and this is a transaction (a savepoint) there.
     A class, not a generator: it runs for every message."""
 
@@ -579,7 +580,7 @@ class immediate:
     def __init__(self, db: sqlite_utils.Database):
         if isinstance(db, sqlite_utils.Database):
             conn = db.conn
-            self._conn, self._outer = (None if conn.in_transaction else conn), None
+            self._conn, self._outer = (None if id(conn) in batch.RUNNING else conn), None
         else:
             self._conn, self._outer = None, db.transaction()
 
