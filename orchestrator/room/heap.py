@@ -42,7 +42,7 @@ class Heap:
         self._closed += 1
         if self._closed > max(50, open_rooms // 4) and not self._due:
             self._due = True
-            gc.unfreeze()  # at once: a collection that runs before the next settle frees them too
+            gc.unfreeze()  # at once: the next settle's full pass frees them
 
     async def run(self) -> None:
         if self._thresholds is None:

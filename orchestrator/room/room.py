@@ -65,6 +65,8 @@ _MENTION = re.compile(r"@([a-z][a-z0-9_-]{0,31})\b")
 DEFAULT_WINDOW = 200_000
 _LEDGER_HEAD = estimate("Task ledger:\n")  # the commander prompt's heading over a ledger that is not empty
 _SLOT = "\x00ledger\x00"  # a ledger line no task has: where the frame's lines go
+Resolve = Callable[[str], tuple[Provider, str]]  # model string -> (provider, model id)
+Catalog = Callable[[str], "ModelInfo | None"]  # model string -> its window and compaction point, if known
 
 
 class Frame:
@@ -78,8 +80,6 @@ class Frame:
 
     def text(self, ledger: list[str]) -> str:
         return self._head + "".join(f"- {line}\n" for line in ledger) + self._tail if ledger else self.bare
-Resolve = Callable[[str], tuple[Provider, str]]  # model string -> (provider, model id)
-Catalog = Callable[[str], "ModelInfo | None"]  # model string -> its window and compaction point, if known
 
 
 class Room:

@@ -14,7 +14,7 @@ import trio
 
 from orchestrator.core.log import logger
 
-EVERY = 1_000  # small writes (messages, ledger rows) between passive checkpoints
+EVERY = 1_000  # small calls on the loop (messages, ledger rows, the reads beside them) between passive checkpoints
 
 
 class Checkpointer:

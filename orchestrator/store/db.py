@@ -33,9 +33,9 @@ from orchestrator.store.sqlite import sqlite_utils
 T = TypeVar("T")
 Side = Callable[[Any], None]  # writes of another owner of tables, run inside a message's transaction
 BUSY_WAIT_MS = 5000
-WAL_PAGES = 10_000  # about 40 MB of WAL between checkpoints
-# Scheduler passes a group waits for other writes: at 200 rooms 4 commit about twice as much per transaction as 1,
-# for 15 % more lines/s; on a loop with little to do a pass takes microseconds.
+WAL_PAGES = 10_000  # SQLite's own checkpoint, and the WAL's size cap (about 40 MB): store/checkpoint.py does most
+# Scheduler passes a group waits for other writes: at 200 rooms 4 gather about twice as many per transaction as 1
+# (46 against 20); on a loop with little to do a pass takes microseconds.
 GATHER = 4
 INBOX_POLL = 0.05  # seconds between looks at the inbox on SQLite, so a line reaches its owner this fast
 
@@ -655,9 +655,9 @@ def _connect(name: str, readonly: bool) -> sqlite_utils.Database:
         db.enable_wal()
         db.execute("PRAGMA synchronous=NORMAL")  # per connection; FULL by default
         db.execute("PRAGMA busy_timeout = 0")  # the event loop's default; Store._run waits in its thread
-        # A checkpoint runs inside the commit that crosses this many WAL pages, on the event loop, and waits for
-        # two fsyncs: 1,000 (the default) stopped a busy host about one tenth of the time. A message rewrites the
-        # same few pages (its room's row, the index ends), so a larger WAL also copies fewer pages per message.
+        # SQLite checkpoints inside the commit that crosses this many WAL pages, on the event loop, and waits for
+        # two fsyncs: with 1,000 (the default) a busy host stood still about a tenth of the time. The passive
+        # checkpoints in the thread (store/checkpoint.py) copy most pages first; this one resets the WAL.
         db.execute(f"PRAGMA wal_autocheckpoint = {WAL_PAGES}")
         db.execute(f"PRAGMA journal_size_limit = {WAL_PAGES * 4096}")  # and the WAL file shrinks back to that
     except sqlite3.Error as exc:

@@ -2,7 +2,8 @@
 
 A turn's rows (stopped or failed turns included) are written when the room settles, or with the first message
 committed after they waited a second (room/bus.py): a process killed mid-line loses the rows not yet written
-(about a second's, or those made since the room's last message). The cost is computed when shown, from the catalog's prices (config overrides included).
+(about a second's, or those made since the room's last message). The cost is computed when shown, from the
+catalog's prices (config overrides included).
 """
 from __future__ import annotations
 
