@@ -97,7 +97,8 @@ class Bus:
                 member = self._members.get(viewer)
                 if member is not None:
                     member.partition.append(msg, addressed=viewer in notify)
-            self.publish(message_event(msg))
+            if self._subscribers:  # an event is built only for someone to read it
+                self.publish(message_event(msg))
         return messages
 
     def carry(self, side: Side, *, defer: bool = False) -> None:

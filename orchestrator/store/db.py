@@ -79,6 +79,9 @@ class TaskRecord(msgspec.Struct, kw_only=True):
 
 _INSERT_MESSAGE = "INSERT INTO messages ({}, epoch, answers) VALUES ({}, :epoch, :answers)".format(
     ", ".join(Message.__struct_fields__), ", ".join(":" + c for c in Message.__struct_fields__))
+# The same, by position (`_row`): sqlite3 binds a tuple without looking each name up in a dict.
+_INSERT_ROW = "INSERT INTO messages ({}, epoch, answers) VALUES ({})".format(
+    ", ".join(Message.__struct_fields__), ", ".join("?" * (len(Message.__struct_fields__) + 2)))
 # Shared with the PostgreSQL store (its placeholder differs): an author's replies answer up to their highest mark.
 _ANSWERED = "SELECT author, max(answers) FROM messages WHERE room = ? AND answers IS NOT NULL GROUP BY author"
 _SELECT_MESSAGES = f"SELECT {', '.join(Message.__struct_fields__)} FROM messages WHERE room = ? AND seq > ? ORDER BY seq"
@@ -463,7 +466,7 @@ def _insert(db: sqlite_utils.Database, room_id: str, drafts: list[Draft], epoch:
         now = time.time()
         seq, ts = seq + 1, now if now > ts else ts + 1e-6
         m = _message(room_id, seq, ts, draft)
-        conn.execute(_INSERT_MESSAGE, _row(m, epoch, answers))
+        conn.execute(_INSERT_ROW, _row(m, epoch, answers))
         messages.append(m)
     return messages
 
@@ -509,10 +512,15 @@ def message_id() -> str:
     return f"{time_ns() // 1_000_000:012x}{_PROCESS}{next(_COUNT) & 0xFFFFFFFFFF:010x}"
 
 
-def _row(m: Message, epoch: int | None, answers: int | None = None) -> dict:
-    return msgspec.structs.asdict(m) | {
-        "blocks": _json(m.blocks), "visible_to": _json(m.visible_to), "replaces": _json(m.replaces),
-        "epoch": epoch, "answers": answers}
+def _row(m: Message, epoch: int | None, answers: int | None = None) -> tuple:
+    """The message's row in `_INSERT_ROW`'s order: Message's fields (the lists as JSON), then epoch and answers."""
+    id_, room, seq, ts, author, kind, blocks, visible_to, provider, model, replaces = msgspec.structs.astuple(m)
+    return (id_, room, seq, ts, author, kind, _json(blocks), _json(visible_to), provider, model, _json(replaces),
+            epoch, answers)
+
+
+assert Message.__struct_fields__ == ("id", "room", "seq", "ts", "author", "kind", "blocks", "visible_to", "provider",
+                                     "model", "replaces"), "_row lists Message's fields in order"
 
 
 def _messages(db: sqlite_utils.Database, room_id: str, after: int = 0) -> list[Message]:
