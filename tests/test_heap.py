@@ -71,6 +71,44 @@ def test_cycles_in_the_frozen_heap_are_freed_when_memory_doubles():
     assert all(r() is None for r in refs)
 
 
+def test_young_passes_back_off_while_they_find_nothing_and_come_back_when_one_finds_a_cycle(monkeypatch):
+    passes: list[int] = []
+    collect = gc.collect
+
+    def counted(generation: int = 2) -> int:
+        found = collect(generation)
+        if generation == 1:
+            passes.append(found)
+        return found
+
+    monkeypatch.setattr(gc, "collect", counted)
+    gc.disable()  # no automatic pass may free the test's cycles first (the heap's run sets threshold 0)
+    try:
+        collect()
+        heap = Heap()
+        ran = []
+        for n in range(1, 16):
+            before = len(passes)
+            heap.settle()
+            if len(passes) > before:
+                ran.append(n)
+        assert ran == [1, 3, 7, 15] and passes == [0, 0, 0, 0]  # nothing found: 1, 2, 4, 8 settles apart
+        for _ in range(15):
+            heap.settle()  # the 16th to the 30th: the gap is at its longest, 16
+        Node()  # a cycle made in the second before the next pass (the 31st settle)
+        heap.settle()
+        assert passes[-1] >= 1
+        ran = []
+        for n in range(1, 5):
+            before = len(passes)
+            heap.settle()
+            if len(passes) > before:
+                ran.append(n)
+        assert ran == [1, 3]  # found one: the next settle walks again, and the backing off starts over
+    finally:
+        gc.enable()
+
+
 async def test_the_host_gives_everything_back_to_the_collector_when_it_closes(tmp_path, monkeypatch):
     monkeypatch.setattr(host_module, "Heap", lambda: Heap(every=0.01))
     store = await Store.open(tmp_path / "heap.db")

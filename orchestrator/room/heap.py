@@ -7,12 +7,14 @@ only a cycle among frozen objects (a closed room, a finished turn) waits for the
 the memory in use has doubled since the last one (at most once a minute) or many rooms have closed: rarely,
 and so does the one long pass it costs.
 
-While the heap runs, the collector runs no pass of its own (threshold 0): the heap's pass every second collects
-the young cycles of that second, then freezes what is left. CPython's automatic passes cost a fifth of a busy
-host's CPU: every object a line keeps (its messages, their model views) was walked by a young pass, again by a
-middle one, and after each freeze CPython started a full pass every tenth middle one (it compares with the
-unfrozen part only), walking a second's promotions (up to 55 ms) to find nothing. Cyclic garbage waits at most
-a second.
+While the heap runs, the collector runs no pass of its own (threshold 0): each second the heap freezes what the
+second left alive, after a young pass that frees that second's cycles. CPython's automatic passes cost a fifth of
+a busy host's CPU: every object a line keeps (its messages, their model views) was walked by a young pass, again
+by a middle one, and after each freeze CPython started a full pass every tenth middle one (it compares with the
+unfrozen part only), walking a second's promotions (up to 55 ms) to find nothing. The young passes too find
+nothing on a busy host in steady state, so each one that finds nothing doubles the gap to the next (up to
+LONGEST seconds) and one that finds a cycle brings them back to every second: cyclic garbage made in a second
+without a pass waits in the frozen heap for the next thaw.
 """
 from __future__ import annotations
 
@@ -22,8 +24,12 @@ import time
 
 import trio
 
-SETTLE = 1.0  # seconds between the heap's passes: how long cyclic garbage waits, what a pass walks
+SETTLE = 1.0  # seconds between the heap's freezes: how long cyclic garbage waits, what a pass walks
 GAP = 60.0  # seconds at least between thaws for growth: rooms opening (live data, not garbage) grow memory fast
+# Settles at most between two young passes while they find no garbage: a pass walks every object the second left
+# alive (at 1,000 rooms waiting on their models, each one's turn in flight: ~45,000 objects, ~100 ms, once a
+# second); a busy host makes no cycles in steady state, so the walks back off, and one that finds any comes back.
+LONGEST = 16
 
 
 class Heap:
@@ -37,6 +43,8 @@ class Heap:
         self._closed = 0  # rooms closed since the last thaw
         self._due = False  # many rooms closed: their cycles wait in the frozen heap
         self._thresholds: tuple[int, int, int] | None = None  # the collector's own, while the heap runs
+        self._spacing = 1  # settles from one young pass to the next: doubled by a pass that found nothing
+        self._until = 0  # settles left before the next young pass
 
     def closed(self, open_rooms: int) -> None:
         self._closed += 1
@@ -53,7 +61,10 @@ class Heap:
             self.settle()
 
     def settle(self) -> None:
-        gc.collect(1)  # what the last second made: its cycles are freed, the rest is frozen
+        if self._until <= 0:  # what the last second made: its cycles are freed, the rest is frozen
+            self._spacing = 1 if gc.collect(1) else min(2 * self._spacing, LONGEST)
+            self._until = self._spacing
+        self._until -= 1
         # Blocks in use, not gc.get_freeze_count(), which walks every frozen object (~0.1 s for 600,000).
         used = self._used()
         now = time.monotonic()
