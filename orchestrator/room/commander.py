@@ -92,8 +92,11 @@ async def _work(room: Host, member: Member, task_id: str, mode: str, links: tupl
         status, result = "failed", str(exc)
         raise ToolError(f"{member.name} failed: {exc}") from None
     finally:
-        with trio.CancelScope(shield=True):  # a foreground report is the tool result committed next
-            await room.ledger.close(task_id, status, result, read=mode != "visible", with_report=mode != "visible")
+        if mode == "visible":  # in the background: the commander reads the report later
+            with trio.CancelScope(shield=True):
+                await room.ledger.close(task_id, status, result)
+        else:  # a foreground report is the tool result committed next
+            room.ledger.close_with_report(task_id, status, result)
 
 
 def commander_tools(room: Host) -> list[Tool]:

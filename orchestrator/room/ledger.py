@@ -51,18 +51,21 @@ class Ledger:
         self._announce(rec)
         return rec
 
-    async def close(self, task_id: str, status: str, result: str = "", *, read: bool = False,
-                    with_report: bool = False) -> TaskRecord:
-        """`with_report`: the report is the tool result about to be committed; the row rides its transaction."""
-        rec = self.tasks[task_id]
-        summary = result if len(result) <= SUMMARY_CHARS else result[:SUMMARY_CHARS - 1] + "…"
-        rec = TaskRecord(**{**_fields(rec), "status": status, "result": summary, "read": read})
-        if not with_report:
-            return await self._put(rec)
+    async def close(self, task_id: str, status: str, result: str = "") -> TaskRecord:
+        """Closed, unread, in a commit of its own."""
+        return await self._put(self._closed(task_id, status, result, read=False))
+
+    def close_with_report(self, task_id: str, status: str, result: str) -> TaskRecord:
+        """Closed and read: its report is the tool result about to be committed, whose transaction the row rides."""
+        rec = self._closed(task_id, status, result, read=True)
         self._index(rec)
         self._carry(task_side(rec))
         self._announce(rec)
         return rec
+
+    def _closed(self, task_id: str, status: str, result: str, read: bool) -> TaskRecord:
+        summary = result if len(result) <= SUMMARY_CHARS else result[:SUMMARY_CHARS - 1] + "…"
+        return TaskRecord(**{**_fields(self.tasks[task_id]), "status": status, "result": summary, "read": read})
 
     def mark_read(self, task_ids: list[str]) -> None:
         """Now in memory (a request is being built); on disk soon after, in the room's nursery."""

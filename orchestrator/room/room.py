@@ -203,6 +203,7 @@ class Room:
             room.models = models
             room.knowledge = knowledge or await for_store(store)
             room._room_tools["search_knowledge"] = kb_tool(room.knowledge)
+            await room.usage.ready()
             await room._restore(messages)
             room._floor.announce()
             try:
@@ -512,8 +513,7 @@ class Room:
                 raise self._failed(member, str(exc), type(exc).__name__) from None
             finally:
                 if spent:  # also when it was stopped or failed: when the room settles, or within Bus.DEFER
-                    with trio.CancelScope(shield=True):
-                        self.bus.carry(await self.usage.writer(spent), defer=True)
+                    self.bus.carry(self.usage.writer(spent), defer=True)
             assert done is not None
             if done.stop_reason == "max_tokens":
                 await self._cut_off(member, agent, done)

@@ -91,9 +91,13 @@ class UsageLog:
     async def add(self, rows: list[UsageRow]) -> None:
         await self._call(_insert, [msgspec.structs.asdict(r) for r in rows])
 
-    async def writer(self, rows: list[UsageRow]) -> Side:
-        """The rows as a write to run inside another transaction (a message's: store.append's `side`)."""
+    async def ready(self) -> None:
+        """The table exists in the store's file: `writer` may be used from now on."""
         await self._store.prepare(_create)
+
+    def writer(self, rows: list[UsageRow]) -> Side:
+        """The rows as a write to run inside another transaction (a message's: store.append's `side`), once `ready`.
+        Not a coroutine: a turn that was stopped hands its rows over without a shielded wait."""
         found = [msgspec.structs.asdict(r) for r in rows]
         return lambda db: _write(db, found)
 
