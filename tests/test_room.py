@@ -8,6 +8,7 @@ checked with `pairing_problems`.
 from __future__ import annotations
 
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -528,9 +529,12 @@ async def test_max_turn_seconds_stops_a_slow_turn(store, tmp_path):
     await assert_pairing(store, room_id)
 
 
-async def test_turn_deadline_does_not_outlive_the_turn(store, tmp_path):
+async def test_turn_deadline_does_not_outlive_the_turn(store, tmp_path, monkeypatch):
     """max_turn_seconds watches one line's work: once the room is idle no watcher is left, and
     closing the room does not wait for the allowance to run out."""
+    from orchestrator.room import bus
+
+    monkeypatch.setattr(bus, "DEFER", 0)  # the line's usage rows are written at once: no task waits for them
     provider = ScriptedProvider({"commander": [Reply(say="quick answer")]})
     before = trio.lowlevel.current_statistics().tasks_living
     start = time.perf_counter()
@@ -652,17 +656,8 @@ def test_the_commander_prompt_set_from_its_frame_is_the_template_rendered_whole(
             assert frame.text(ledger) == render("commander.md.j2", ledger=ledger, **values)
 
 
-@pytest.mark.parametrize("defer", [1.0, 0.0])
-async def test_a_turns_usage_rows_wait_for_the_room_to_settle_or_a_second(store, tmp_path, monkeypatch, defer):
-    """Usage rows are deferred writes (room/bus.py): a line that takes less than Bus.DEFER writes all of its rows
-    in one transaction when the room settles; rows that waited longer ride the next message's commit."""
-    from orchestrator.room import bus
-
-    monkeypatch.setattr(bus, "DEFER", defer)
-    provider = ScriptedProvider({
-        "commander": [Reply(say="Ready."), Reply(calls=[("dispatch_to", {"agent": "a", "task": "draft it"})]),
-                      Reply(say="Drafted.")],
-        "a": [Reply(say="a draft")]})
+def _usage_transactions(store) -> tuple[list[list[str]], Callable[[str], None]]:
+    """The tables each committed transaction wrote (usage and messages rows only), as SQLite runs them."""
     transactions: list[list[str]] = [[]]
 
     def seen(sql: str) -> None:
@@ -671,20 +666,51 @@ async def test_a_turns_usage_rows_wait_for_the_room_to_settle_or_a_second(store,
         elif sql == "COMMIT":
             transactions.append([])
 
+    return transactions, seen
+
+
+@pytest.mark.parametrize("defer", [1.0, 0.0])
+async def test_a_turns_usage_rows_ride_a_message_once_due_or_are_written_when_the_room_closes(
+        store, tmp_path, monkeypatch, defer):
+    """Usage rows are deferred writes (room/bus.py): rows that waited Bus.DEFER ride the next message's commit;
+    lines that follow each other faster than that leave theirs for the room's close, in one transaction."""
+    from orchestrator.room import bus
+
+    monkeypatch.setattr(bus, "DEFER", defer)
+    provider = ScriptedProvider({
+        "commander": [Reply(say="Ready."), Reply(calls=[("dispatch_to", {"agent": "a", "task": "draft it"})]),
+                      Reply(say="Drafted.")],
+        "a": [Reply(say="a draft")]})
+    transactions, seen = _usage_transactions(store)
     async with Room.create(store, team(agent("a")), resolver(provider), workspace=tmp_path) as room:
-        await room.post("Are you there?")  # the usage table is made on first use
-        await room.idle()
         store._db.conn.set_trace_callback(seen)
+        await room.post("Are you there?")
+        await room.idle()
         await room.post("Draft it with a.")
         await room.idle()
-        store._db.conn.set_trace_callback(None)
         room_id = room.id
+    store._db.conn.set_trace_callback(None)
     written = [t for t in transactions if t]
     with_usage = [t for t in written if "usage" in t]
     if defer:
-        assert with_usage == [["usage"] * 4]  # three model calls and one tool run, all in the settle's write
+        assert with_usage == [["usage"] * 5]  # four model calls and one tool run, all in the close's write
     else:
         assert len(with_usage) >= 2 and all("messages" in t for t in with_usage[:-1])
-    assert sum(t.count("usage") for t in written) == 4
+    assert sum(t.count("usage") for t in written) == 5
     report = await UsageLog(store).report([room_id], lambda *_: None)
-    assert report.total.calls == 4 and report.total.tool_calls == 1  # both lines: the first one's call, too
+    assert report.total.calls == 4 and report.total.tool_calls == 1
+
+
+async def test_an_idle_rooms_usage_rows_are_written_once_due_without_a_message(store, tmp_path, monkeypatch):
+    from orchestrator.room import bus
+
+    monkeypatch.setattr(bus, "DEFER", 1.0)
+    provider = ScriptedProvider({"commander": [Reply(say="Ready.")]})
+    async with Room.create(store, team(), resolver(provider), workspace=tmp_path) as room:
+        await room.post("Are you there?")
+        await room.idle()
+        assert (await UsageLog(store).report([room.id], lambda *_: None)).total.calls == 0  # not due yet
+        with trio.fail_after(5):
+            while not (await UsageLog(store).report([room.id], lambda *_: None)).total.calls:
+                await trio.sleep(0.05)
+        assert (await room.usage_report(lambda *_: None)).total.calls == 1

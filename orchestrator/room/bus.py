@@ -3,7 +3,8 @@ partition of every member allowed to see it, then published to subscribers, unde
 
 Because the lock covers all three steps, the order subscribers see is the `seq` order on disk. Writes that
 need no commit of their own ride the next message's transaction (a task's closing row) or, deferred (a turn's
-usage), the first one after they waited `DEFER` seconds; `flush` writes what is left when the room settles.
+usage), the first one after they waited `DEFER` seconds; `flush` writes what is left: a task's row when the room
+settles, deferred rows once `due` (the room's next line usually carries them first) and when the room closes.
 """
 from __future__ import annotations
 
@@ -124,7 +125,17 @@ class Bus:
 
     @property
     def carrying(self) -> bool:
-        return bool(self._carried or self._deferred)
+        """Rows to write before the room counts as idle: a task's closing row that rode no message."""
+        return bool(self._carried)
+
+    @property
+    def deferring(self) -> bool:
+        """Rows that may wait until `due` (a turn's usage)."""
+        return bool(self._deferred)
+
+    @property
+    def due(self) -> float:
+        return self._due
 
     async def flush(self) -> None:
         """Write what is carried now, in one transaction of its own (the room settled with no message to come)."""

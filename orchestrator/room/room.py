@@ -6,6 +6,7 @@ Every message enters through the bus (bus.py); every agent turn runs under a can
 from __future__ import annotations
 
 import re
+import sys
 import time
 from contextlib import AsyncExitStack, aclosing, asynccontextmanager
 from pathlib import Path
@@ -45,7 +46,7 @@ from orchestrator.skills import proposals
 from orchestrator.skills.activation import NAME as ACTIVATE
 from orchestrator.skills.library import Library, Root, discover
 from orchestrator.store.db import RoomRecord, Store
-from orchestrator.store.usage import UsageLog, UsageRow
+from orchestrator.store.usage import PriceOf, UsageLog, UsageReport, UsageRow
 from orchestrator.team.schema import AgentDef, Team
 from orchestrator.tools.base import Registry
 from orchestrator.tools.builtin import BUILTIN, ROOM_TOOLS, tool_names
@@ -108,6 +109,7 @@ class Room:
         self._numbers: dict[str, int] = {}  # reserved anonymous numbers by run_worker call id
         self._halting: str | None = None
         self._after_halt: list[str] = []  # members woken while a limit stop unwinds
+        self._deferred_writer: trio.CancelScope | None = None  # waiting to write the bus's deferred rows
         self.meter = self._new_meter()
         room_sandbox, agent_sandbox = _sandboxes(team, workspace)
         self.tool_session = ToolSession(workspace, ask=self.questions.ask, spawn=self.spawn_job,
@@ -211,6 +213,7 @@ class Room:
                 await room.idle()
             finally:
                 room._cancel_all()
+                await room._write_deferred_now(failing=sys.exc_info()[1] is not None)
 
     async def _restore(self, messages: list[Message]) -> None:
         for msg in messages:
@@ -328,8 +331,40 @@ class Room:
             self.spawn(self._reflect, self._line_seq)  # counted: idle() waits for the pass too
             self._line_seq = None
         if self._running == 0 and self.bus.carrying:
-            self.spawn(self.bus.flush)  # what rode no message is written before the room counts as idle
+            self.spawn(self.bus.flush)  # a task's row that rode no message is written before the room counts as idle
+        elif self._running == 0 and self.bus.deferring and self._deferred_writer is None:
+            self._deferred_writer = scope = trio.CancelScope()
+            self._scopes.add(scope)  # a stop ends it; the room's close writes the rows itself
+            self._nursery.start_soon(self._write_deferred, scope)
         self._settling.unpark_all()
+
+    async def _write_deferred(self, scope: trio.CancelScope) -> None:
+        """Usage rows that no message carried, once they are due: a room that answers one short line after
+        another has its next line carry them, so its rows cost a write per second, not a task and a write per
+        line. Not counted as running: the room is idle meanwhile."""
+        try:
+            with scope:
+                await trio.sleep_until(self.bus.due)
+                await self.bus.flush()
+        finally:
+            self._scopes.discard(scope)
+            self._deferred_writer = None
+
+    async def usage_report(self, price_of: PriceOf) -> UsageReport:
+        """What the room spent so far: the rows still waiting to be written (Bus.DEFER) are written first."""
+        await self.bus.flush()
+        return await self.usage.report([self.id], price_of)
+
+    async def _write_deferred_now(self, failing: bool) -> None:
+        """The room is closing: its deferred rows are written now. When an error is closing it, that error is the
+        one the caller hears about; the rows' write failing too is only logged."""
+        if not failing:
+            await self.bus.flush()
+            return
+        try:
+            await self.bus.flush()
+        except Exception:
+            log.exception("usage rows not written as the room closed")
 
     async def _reflect(self, first: int) -> None:
         """The self-improvement pass over the line that began at seq `first`; it only stages proposals."""

@@ -285,7 +285,7 @@ class Shell:
         elif cmd == "/usage":
             from orchestrator.store.usage import table
 
-            for ln in table(await room.usage.report([room.id], self.setup.prices)).splitlines():
+            for ln in table(await room.usage_report(self.setup.prices)).splitlines():
                 self._print(ln)
         elif cmd == "/who":
             self._who(room)
