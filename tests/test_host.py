@@ -78,6 +78,23 @@ async def test_a_user_keeps_the_room_open(store, tmp_path):
                 await trio.sleep(0.02)
 
 
+async def test_users_coming_and_going_count_the_idle_time_again_and_a_lowered_idle_close_applies(store, tmp_path):
+    model = Relay()
+    async with RoomHost.open(store, lambda _m: (model, "relay"), team=_team(), idle_close=1.0) as host:
+        room, _ = await host.ask(None, "first line", workspace=tmp_path)
+        for _ in range(6):  # 1.2 s in all, never 1 s without a user
+            await trio.sleep(0.2)
+            async with host.room(room.id):
+                pass
+        assert room.id in host.rooms
+        host.idle_close = 0
+        async with host.room(room.id):
+            pass
+        with trio.fail_after(0.5):  # at once, not when the count it had started would have ended
+            while room.id in host.rooms:
+                await trio.sleep(0.01)
+
+
 async def test_users_of_a_closed_room_share_one_reopened_room(store, tmp_path):
     model = Relay()
     async with RoomHost.open(store, lambda _m: (model, "relay"), team=_team(), idle_close=0) as host:

@@ -47,7 +47,9 @@ class _Open:
     room: Room
     users: int = 0  # callers inside `RoomHost.room()` for it
     last: float = field(default_factory=trio.current_time)  # when the last user left
-    wake: trio.Event = field(default_factory=trio.Event)  # a user left: the holder re-reads `last`
+    wake: trio.Event = field(default_factory=trio.Event)  # the holder has something to read again
+    waiting: bool = False  # the holder waits for the last user to leave
+    due: float = math.inf  # when the holder looks again whether the room has been idle long enough
 
 
 class RoomHost:
@@ -115,7 +117,11 @@ class RoomHost:
         finally:
             held.users -= 1
             held.last = trio.current_time()
-            held.wake.set()
+            # A holder counting down looks at `last` again when its count ends: a user leaving wakes it only if it
+            # waits for that, or if the room should close sooner than it counts (idle_close was lowered).
+            if (held.waiting and not held.users) or (self.idle_close is not None
+                                                     and held.last + self.idle_close < held.due):
+                held.wake.set()
 
     async def ask(self, ref: str | None, line: str, **new) -> tuple[Room, Message]:
         """Post a line to a room and wait until the room is idle; the room and the posted message."""
@@ -199,14 +205,21 @@ class RoomHost:
         while True:
             held.wake = trio.Event()
             if held.users:
-                await held.wake.wait()
+                held.waiting = True
+                try:
+                    await held.wake.wait()
+                finally:
+                    held.waiting = False
                 continue
             await room.idle()  # work that no user waits for (a background report) keeps it open too
             if held.users:
                 continue
-            with trio.move_on_at(math.inf if self.idle_close is None else held.last + self.idle_close):
-                await held.wake.wait()  # a user came and left: count again from then
+            held.due = math.inf if self.idle_close is None else held.last + self.idle_close
+            with trio.move_on_at(held.due):
+                await held.wake.wait()  # the host is closing, or idle_close was lowered
                 continue
+            if held.users or trio.current_time() < held.last + self.idle_close:
+                continue  # users came and went meanwhile (none woke this): count again from the last one
             if not (held.users or room.busy or (room.jobs and not self._closing)):
                 return
             if room.jobs and not (held.users or room.busy):
