@@ -86,25 +86,23 @@ def test_young_passes_back_off_while_they_find_nothing_and_come_back_when_one_fi
     try:
         collect()
         heap = Heap()
-        ran = []
-        for n in range(1, 16):
-            before = len(passes)
-            heap.settle()
-            if len(passes) > before:
-                ran.append(n)
-        assert ran == [1, 3, 7, 15] and passes == [0, 0, 0, 0]  # nothing found: 1, 2, 4, 8 settles apart
+
+        def settles_with_a_pass(count: int) -> list[int]:
+            ran = []
+            for n in range(1, count + 1):
+                before = len(passes)
+                heap.settle()
+                if len(passes) > before:
+                    ran.append(n)
+            return ran
+
+        assert settles_with_a_pass(15) == [1, 3, 7, 15] and passes == [0, 0, 0, 0]  # 1, 2, 4, 8 settles apart
         for _ in range(15):
             heap.settle()  # the 16th to the 30th: the gap is at its longest, 16
         Node()  # a cycle made in the second before the next pass (the 31st settle)
         heap.settle()
         assert passes[-1] >= 1
-        ran = []
-        for n in range(1, 5):
-            before = len(passes)
-            heap.settle()
-            if len(passes) > before:
-                ran.append(n)
-        assert ran == [1, 3]  # found one: the next settle walks again, and the backing off starts over
+        assert settles_with_a_pass(4) == [1, 3]  # found one: the next settle walks again, then backs off anew
     finally:
         gc.enable()
 
