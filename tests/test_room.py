@@ -701,6 +701,20 @@ async def test_a_turns_usage_rows_ride_a_message_once_due_or_are_written_when_th
     assert report.total.calls == 4 and report.total.tool_calls == 1
 
 
+async def test_waiting_usage_rows_take_the_next_turns_rows_into_one_write(store):
+    from orchestrator.room.bus import Bus
+    from orchestrator.store.usage import Rows
+
+    bus = Bus(store, "r", {})
+    for n in range(3):
+        bus.carry(Rows([{"turn": n}]), defer=True)
+    bus.carry(lambda db: None, defer=True)  # a write of another kind waits beside them
+    bus.carry(Rows([{"turn": 3}]), defer=True)
+    waiting = bus._take(deferred=True)
+    assert [w.rows if isinstance(w, Rows) else "other" for w in waiting] == [
+        [{"turn": 0}, {"turn": 1}, {"turn": 2}], "other", [{"turn": 3}]]
+
+
 async def test_an_idle_rooms_usage_rows_are_written_once_due_without_a_message(store, tmp_path, monkeypatch):
     from orchestrator.room import bus
 

@@ -104,12 +104,15 @@ class Bus:
 
     def carry(self, side: Side, *, defer: bool = False) -> None:
         """Write `side` with the room's next message, in its transaction; `flush` if none comes. `defer`: a write
-        that may wait (a turn's usage), so a busy room commits its rows together, not one per message."""
+        that may wait (a turn's usage), so a busy room commits its rows together, not one per message; a waiting
+        write with a `join(side) -> bool` may take the next one into itself."""
         if not defer:
             self._carried.append(side)
             return
         if not self._deferred:
             self._due = trio.current_time() + DEFER
+        elif (join := getattr(self._deferred[-1], "join", None)) is not None and join(side):
+            return  # the waiting write takes these rows too (store/usage.py: Rows)
         self._deferred.append(side)
 
     def _take(self, deferred: bool) -> list[Side]:

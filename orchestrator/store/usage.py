@@ -95,11 +95,10 @@ class UsageLog:
         """The table exists in the store's file: `writer` may be used from now on."""
         await self._store.prepare(_create)
 
-    def writer(self, rows: list[UsageRow]) -> Side:
+    def writer(self, rows: list[UsageRow]) -> Rows:
         """The rows as a write to run inside another transaction (a message's: store.append's `side`), once `ready`.
         Not a coroutine: a turn that was stopped hands its rows over without a shielded wait."""
-        found = [msgspec.structs.asdict(r) for r in rows]
-        return lambda db: _write(db, found)
+        return Rows([msgspec.structs.asdict(r) for r in rows])
 
     async def report(self, rooms: list[str], price_of: PriceOf) -> UsageReport:
         """Totals over these rooms, one line per agent and model, in the order they first spent."""
@@ -120,6 +119,25 @@ class UsageLog:
     async def _call(self, fn, *args):
         await self._store.prepare(_create)
         return await self._store.call(fn, *args)
+
+
+class Rows:
+    """Usage rows as one write (a `Side`): the rows of the turns that follow join it while it waits (Bus.carry),
+    so a room's second of turns costs one statement."""
+
+    __slots__ = ("rows",)
+
+    def __init__(self, rows: list[dict]):
+        self.rows = rows
+
+    def join(self, other: Side) -> bool:
+        if not isinstance(other, Rows):
+            return False
+        self.rows += other.rows
+        return True
+
+    def __call__(self, db: sqlite_utils.Database) -> None:
+        _write(db, self.rows)
 
 
 def _create(db: sqlite_utils.Database) -> None:
