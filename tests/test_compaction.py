@@ -60,6 +60,7 @@ async def test_compaction_fires_at_80_percent_and_keeps_a_clean_tail(tmp_path):
     assert all(r.max_output_tokens and r.max_output_tokens <= 4096 for r in provider.requests if r.auxiliary)
     view = log.partition.view
     assert view[0].blocks[0].text.startswith("[Summary of the earlier conversation")
+    assert log.partition.tokens == sum(log.partition.sizes)  # kept as the summaries replaced messages
     assert not isinstance(view[1].blocks[0], ToolResultBlock)  # the tail never starts with an orphan result
     assert pairing_problems(log.messages) == []
     assert events[-1].stop_reason == "end_turn"

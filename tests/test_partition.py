@@ -80,3 +80,4 @@ def test_tokens_are_summed_once_per_message():
     first = p.tokens
     p.append(m("user", "user", TextBlock("hello world " * 40)))
     assert p.tokens == 2 * first > 100
+    assert p.tokens == sum(p.sizes)  # what fit() is handed as the total instead of summing the sizes again

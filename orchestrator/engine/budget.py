@@ -25,13 +25,14 @@ def _note_tokens() -> int:
     return estimate(cleared_note())
 
 
-def fit(view: list[ModelMessage], sizes: list[int], budget: int) -> list[ModelMessage]:
-    """The messages to send: `view` itself when it fits, else a fitted copy (pairing kept).
+def fit(view: list[ModelMessage], sizes: list[int], budget: int, total: int | None = None) -> list[ModelMessage]:
+    """The messages to send: `view` itself when it fits, else a fitted copy (pairing kept). `total`: the sum of
+    `sizes` when the caller keeps it (a partition's `tokens`), so that a request costs no pass over the history.
 
     Clearing is planned on sizes alone and applied only to the messages actually sent, so a long
     history that steps 2 and 3 cut anyway costs no copies of what is left out.
     """
-    total = sum(sizes)
+    total = sum(sizes) if total is None else total
     if total <= budget:
         return view
     cleared, sizes, total = _clear_results(view, sizes, total, budget)

@@ -232,7 +232,7 @@ def _fixed_tokens(agent: Agent) -> int:
 
 def _request(agent: Agent, partition: Partition, specs: list, fixed: int) -> Request:
     return Request(agent=agent.name, model=agent.model, system=agent.system,
-                   messages=list(fit(partition.view, partition.sizes, agent.request_budget - fixed)),
+                   messages=list(fit(partition.view, partition.sizes, agent.request_budget - fixed, partition.tokens)),
                    tools=specs, max_output_tokens=agent.max_output_tokens, cache_key=agent.cache_key,
                    thinking_budget=agent.thinking_budget)
 
