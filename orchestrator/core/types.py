@@ -10,11 +10,13 @@ import msgspec
 from msgspec import Struct, field
 
 
-class TextBlock(Struct, tag="text", frozen=True):
+# gc=False on the history's data (blocks, messages, their model views): plain values that never hold a
+# reference back, so the cyclic collector need not walk them; a host keeps hundreds of thousands.
+class TextBlock(Struct, tag="text", frozen=True, gc=False):
     text: str
 
 
-class ThinkingBlock(Struct, tag="thinking", frozen=True):
+class ThinkingBlock(Struct, tag="thinking", frozen=True, gc=False):
     """Model reasoning; `signature` must be echoed verbatim to the same model (P3)."""
 
     thinking: str
@@ -22,18 +24,18 @@ class ThinkingBlock(Struct, tag="thinking", frozen=True):
     redacted: bool = False
 
 
-class ImageBlock(Struct, tag="image", frozen=True):
+class ImageBlock(Struct, tag="image", frozen=True, gc=False):
     media_type: str
     data: str  # base64
 
 
-class ToolCallBlock(Struct, tag="tool_call", frozen=True):
+class ToolCallBlock(Struct, tag="tool_call", frozen=True, gc=False):
     id: str
     name: str
     input: dict[str, Any]
 
 
-class ToolResultBlock(Struct, tag="tool_result", frozen=True):
+class ToolResultBlock(Struct, tag="tool_result", frozen=True, gc=False):
     call_id: str
     name: str
     content: str
@@ -46,7 +48,7 @@ Block = Union[TextBlock, ThinkingBlock, ImageBlock, ToolCallBlock, ToolResultBlo
 MessageKind = Literal["user", "text", "tool_call", "tool_result", "task", "summary", "notice"]
 
 
-class Message(Struct, kw_only=True, frozen=True):
+class Message(Struct, kw_only=True, frozen=True, gc=False):
     """One committed entry of a room: who wrote it, who may see it, and its blocks.
 
     `visible_to` is fixed at posting time (G3). `provider`/`model` stamp what produced an
@@ -81,7 +83,7 @@ class Message(Struct, kw_only=True, frozen=True):
         return None
 
 
-class Draft(Struct, kw_only=True, frozen=True):
+class Draft(Struct, kw_only=True, frozen=True, gc=False):
     """A message before the store has given it an id, a seq and a timestamp."""
 
     author: str
@@ -155,7 +157,7 @@ class ToolSpec(Struct, frozen=True):
     input_schema: dict[str, Any]
 
 
-class ModelMessage(Struct, frozen=True):
+class ModelMessage(Struct, frozen=True, gc=False):
     """A stored message as one agent sees it: its own words are `assistant`, the rest `user`.
 
     Tool results travel as `user` blocks; providers split or merge roles for their wire format.
