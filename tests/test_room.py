@@ -715,6 +715,21 @@ async def test_waiting_usage_rows_take_the_next_turns_rows_into_one_write(store)
         [{"turn": 0}, {"turn": 1}, {"turn": 2}], "other", [{"turn": 3}]]
 
 
+async def test_a_room_closed_by_an_error_still_writes_its_waiting_usage_rows(store, tmp_path):
+    provider = ScriptedProvider({"commander": [Reply(say="Ready.")]})
+    failed = False
+    try:
+        async with Room.create(store, team(), resolver(provider), workspace=tmp_path) as room:
+            await room.post("Are you there?")
+            await room.idle()
+            room_id = room.id
+            raise RuntimeError("the caller failed")
+    except* RuntimeError:
+        failed = True
+    assert failed
+    assert (await UsageLog(store).report([room_id], lambda *_: None)).total.calls == 1
+
+
 async def test_an_idle_rooms_usage_rows_are_written_once_due_without_a_message(store, tmp_path, monkeypatch):
     from orchestrator.room import bus
 

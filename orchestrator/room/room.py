@@ -110,6 +110,7 @@ class Room:
         self._halting: str | None = None
         self._after_halt: list[str] = []  # members woken while a limit stop unwinds
         self._deferred_writer: trio.CancelScope | None = None  # waiting to write the bus's deferred rows
+        self._closing = False  # its close has begun: no writer is started, the close writes what waits
         self.meter = self._new_meter()
         room_sandbox, agent_sandbox = _sandboxes(team, workspace)
         self.tool_session = ToolSession(workspace, ask=self.questions.ask, spawn=self.spawn_job,
@@ -197,22 +198,27 @@ class Room:
     async def _nursery_room(cls, store, record, team, resolve, workspace, retry, messages,
                             on_event, can_confirm, knowledge, models, mcp, library, skill_roots,
                             evolve) -> AsyncIterator[Room]:
-        async with trio.open_nursery() as nursery:
-            room = cls(store, record, team, resolve, workspace, nursery, retry, can_confirm, mcp, library,
-                       skill_roots, evolve)
-            if on_event:
-                room.subscribe(on_event)
-            room.models = models
-            room.knowledge = knowledge or await for_store(store)
-            room._room_tools["search_knowledge"] = kb_tool(room.knowledge)
-            await room.usage.ready()
-            await room._restore(messages)
-            room._floor.announce()
-            try:
-                yield room
-                await room.idle()
-            finally:
-                room._cancel_all()
+        room = None
+        try:
+            async with trio.open_nursery() as nursery:
+                room = cls(store, record, team, resolve, workspace, nursery, retry, can_confirm, mcp, library,
+                           skill_roots, evolve)
+                if on_event:
+                    room.subscribe(on_event)
+                room.models = models
+                room.knowledge = knowledge or await for_store(store)
+                room._room_tools["search_knowledge"] = kb_tool(room.knowledge)
+                await room.usage.ready()
+                await room._restore(messages)
+                room._floor.announce()
+                try:
+                    yield room
+                    await room.idle()
+                finally:
+                    room._closing = True
+                    room._cancel_all()
+        finally:
+            if room is not None:  # every task has ended: what they left waiting is written now
                 await room._write_deferred_now(failing=sys.exc_info()[1] is not None)
 
     async def _restore(self, messages: list[Message]) -> None:
@@ -332,7 +338,7 @@ class Room:
             self._line_seq = None
         if self._running == 0 and self.bus.carrying:
             self.spawn(self.bus.flush)  # a task's row that rode no message is written before the room counts as idle
-        elif self._running == 0 and self.bus.deferring and self._deferred_writer is None:
+        elif self._running == 0 and self.bus.deferring and self._deferred_writer is None and not self._closing:
             self._deferred_writer = scope = trio.CancelScope()
             self._scopes.add(scope)  # a stop ends it; the room's close writes the rows itself
             self._nursery.start_soon(self._write_deferred, scope)
@@ -346,6 +352,10 @@ class Room:
             with scope:
                 await trio.sleep_until(self.bus.due)
                 await self.bus.flush()
+        except Exception as exc:  # the rows wait for the room's next message or its close; the user hears why
+            log.exception("usage rows not written")
+            self.bus.publish(ErrorEvent(ts=time.time(), message=f"usage rows not written yet: {exc}",
+                                        error_class=type(exc).__name__))
         finally:
             self._scopes.discard(scope)
             self._deferred_writer = None
