@@ -368,12 +368,11 @@ class Room:
     async def _write_deferred_now(self, failing: bool) -> None:
         """The room is closing: its deferred rows are written now. When an error is closing it, that error is the
         one the caller hears about; the rows' write failing too is only logged."""
-        if not failing:
-            await self.bus.flush()
-            return
         try:
             await self.bus.flush()
         except Exception:
+            if not failing:
+                raise
             log.exception("usage rows not written as the room closed")
 
     async def _reflect(self, first: int) -> None:

@@ -1,9 +1,8 @@
 """What a room spent: one row per model call and per tool run, summed per agent and model, and priced.
 
-A turn's rows (stopped or failed turns included) are written when the room settles, or with the first message
-committed after they waited a second (room/bus.py): a process killed mid-line loses the rows not yet written
-(about a second's, or those made since the room's last message). The cost is computed when shown, from the
-catalog's prices (config overrides included).
+A turn's rows (stopped or failed turns included) wait about a second: the room's next message carries them, or
+its writer once they are due, or its close (room/bus.py, room/room.py); a process killed meanwhile loses them.
+The cost is computed when shown, from the catalog's prices (config overrides included).
 """
 from __future__ import annotations
 
@@ -154,11 +153,7 @@ def _insert(db: sqlite_utils.Database, rows: list[dict]) -> None:
 
 
 def _write(db: sqlite_utils.Database, rows: list[dict]) -> None:
-    if isinstance(db, sqlite_utils.Database):
-        db.conn.executemany(_INSERT, rows)
-        return
-    for row in rows:  # a turn's few rows
-        db.execute(_INSERT, row)
+    (db.conn if isinstance(db, sqlite_utils.Database) else db).executemany(_INSERT, rows)
 
 
 def _totals(db: sqlite_utils.Database, rooms: list[str]) -> list[dict]:
