@@ -431,6 +431,40 @@ async def test_failed_creation_stores_no_room(store, tmp_path):
     assert await store.rooms() == []
 
 
+async def test_a_relayed_line_costs_one_scheduler_pass_per_model_call(store, tmp_path):
+    """At zero latency the only passes a line makes are the model calls' own (the scripted model yields once per
+    call) and the one `idle` waits in: free locks, the worker limit and an assignment alone in its response are
+    taken without one. A pass is a task step; each cost about a tenth of such a line."""
+    script = {"commander": [], "a": [], "b": []}
+    for i in range(3):
+        script["commander"] += [Reply(calls=[("dispatch_to", {"agent": "a", "task": f"Draft part {i}."})]),
+                                Reply(calls=[("dispatch_to", {"agent": "b", "task": f"Check part {i}."})]),
+                                Reply(say=f"Part {i} is drafted and checked.")]
+        script["a"].append(Reply(say=f"Part {i}: drafted, in three short paragraphs."))
+        script["b"].append(Reply(say=f"Part {i}: checked, no problems found."))
+    provider = ScriptedProvider(script)
+
+    class Steps(trio.abc.Instrument):
+        count = 0
+
+        def before_task_step(self, task) -> None:
+            self.count += 1
+
+    steps = Steps()
+    async with Room.create(store, team(agent("a"), agent("b")), resolver(provider), workspace=tmp_path) as room:
+        await room.post("Line 0.")  # the first line makes the usage table and renders the prompts: not counted
+        await room.idle()
+        trio.lowlevel.add_instrument(steps)
+        for i in (1, 2):
+            await room.post(f"Line {i}.")
+            await room.idle()
+        trio.lowlevel.remove_instrument(steps)
+    assert provider.failures == [] and provider.remaining() == {}
+    # per line: the commander's turn starting, five model calls, the test's task back from idle; once: the task
+    # that writes the usage rows the first line left (it sleeps until they are due)
+    assert steps.count <= 2 * 7 + 1, steps.count
+
+
 async def test_assignment_errors_explain_themselves(store, tmp_path):
     provider = ScriptedProvider({
         "commander": [Reply(calls=[("hand_off_to", {"agent": "coder", "note": "talk to them"}),

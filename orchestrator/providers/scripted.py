@@ -97,13 +97,12 @@ class ScriptedProvider:
         if reply.error:
             raise ERROR_KINDS[reply.error](f"scripted {reply.error} error", provider=self.id,
                                            retry_after=reply.retry_after)
-        await trio.sleep(0)
+        await trio.sleep(0)  # the reply arrives: a zero-latency model yields once per call, then streams it whole
         if reply.think:
             yield ThinkingDelta(reply.think, signature(reply.think))
         if reply.say:
             for piece in _chunks(reply.say):
                 yield TextDelta(piece)
-                await trio.sleep(0)
         for i, (name, args) in enumerate(reply.calls):
             if reply.cut and i == len(reply.calls) - 1:  # half of its arguments arrived before the limit
                 text = msgspec.json.encode(args).decode()

@@ -13,6 +13,7 @@ from typing import Callable
 import trio
 
 from orchestrator.core.events import Event, message_event
+from orchestrator.core.passes import held
 from orchestrator.core.types import Draft, Message, TextBlock
 from orchestrator.room.members import ROOM, Member
 from orchestrator.store.db import Side, Store, TaskRecord, immediate, task_side
@@ -40,28 +41,20 @@ class Bus:
             fn(ev)
 
     async def post(self, draft: Draft, notify: tuple[str, ...] = (), *, task: TaskRecord | None = None,
-                   answers: int | None = None) -> Message:
+                   alone: bool = False, answers: int | None = None) -> Message:
         """Commit a message: store, partitions of everyone allowed to see it, then subscribers.
 
         Only the members in `notify` are asked to answer it; the others just see it (G3). `task` (an
         assignment's ledger entry) is committed with it, in one transaction, which the assignments made in the
-        same scheduler pass (a response's parallel dispatches) share; so is `answers`, the newest seq an
-        agent's reply answers.
+        same scheduler pass (a response's parallel dispatches) share, unless it is `alone` (the only one in its
+        response); so is `answers`, the newest seq an agent's reply answers.
         """
         if task is not None:
-            return await self._assign(draft, task)
-        # Taken without a pass through the scheduler when it is free (trio's `acquire` always yields once, and
-        # a line posts about ten messages); the commit's own checkpoint still sees a cancel.
-        try:
-            self._lock.acquire_nowait()
-        except trio.WouldBlock:
-            await self._lock.acquire()
-        try:
+            return await self._assign(draft, task, alone)
+        async with held(self._lock):  # a line posts about ten messages
             return (await self._commit([draft], notify, answers=answers))[0]
-        finally:
-            self._lock.release()
 
-    async def _assign(self, draft: Draft, task: TaskRecord) -> Message:
+    async def _assign(self, draft: Draft, task: TaskRecord, alone: bool) -> Message:
         if (batch := self._assigning) is not None:  # another assignment of this pass is being committed: join it
             at = batch.join(draft, task)
             with trio.CancelScope(shield=True):  # its rows are in that transaction: wait to learn how it ended
@@ -69,9 +62,9 @@ class Bus:
             return batch.outcome(at)
         batch = self._assigning = _Assignments(draft, task)
         # Shielded: the assignments that join wait for this commit. Taking the lock yields, so the rest of this
-        # scheduler pass (a response's other dispatches) runs meanwhile and joins.
+        # scheduler pass (a response's other dispatches) runs meanwhile and joins; one alone has none to wait for.
         with trio.CancelScope(shield=True):
-            async with self._lock:
+            async with held(self._lock) if alone else self._lock:
                 self._assigning = None
                 try:
                     batch.messages = await self._commit(batch.drafts, (), batch.tasks)

@@ -11,6 +11,7 @@ import msgspec
 import trio
 
 from orchestrator.core.events import Done
+from orchestrator.core.passes import held
 from orchestrator.core.prompts import render
 from orchestrator.core.types import Draft, TextBlock
 from orchestrator.room.bus import Bus
@@ -61,6 +62,7 @@ class HandOffArgs(msgspec.Struct, forbid_unknown_fields=True):
 # The arguments of each commander tool, by name (the scenario loader checks scripted calls against them).
 ARGS: dict[str, type[msgspec.Struct]] = {"dispatch_to": DispatchArgs, "run_worker": WorkerArgs,
                                          "hand_off_to": HandOffArgs}
+ASSIGNING = frozenset({"dispatch_to", "run_worker"})  # the tools whose task messages commit together
 
 
 def _member(room: Host, name: str) -> Member:
@@ -71,12 +73,13 @@ def _member(room: Host, name: str) -> Member:
     return member
 
 
-async def _assign(room: Host, member: Member, task: str, kind: str, *, visible_to: list[str],
+async def _assign(room: Host, member: Member, task: str, kind: str, ctx: ToolContext, *, visible_to: list[str],
                   background: bool = False) -> TaskRecord:
-    """The task message and its ledger entry, committed together."""
+    """The task message and its ledger entry, committed together (and with the response's other assignments)."""
     rec = room.ledger.new(member.name, kind, task, background=background)
+    alone = sum(c.name in ASSIGNING for c in ctx.siblings) == 1
     await room.bus.post(Draft(author=COMMANDER, kind="task", blocks=[TextBlock(render("worker_task.md.j2", task=task))],
-                           visible_to=visible_to), task=rec)
+                           visible_to=visible_to), task=rec, alone=alone)
     return room.ledger.opened(rec)
 
 
@@ -84,7 +87,7 @@ async def _work(room: Host, member: Member, task_id: str, mode: str, links: tupl
     """Run the assignment and close its ledger entry, whatever way it ends."""
     status, result = "cancelled", "stopped"
     try:
-        async with room.workers:
+        async with held(room.workers):
             done = await room.turn(member, mode, links)
         status, result = "done", done.result
         return done.result
@@ -103,7 +106,7 @@ def commander_tools(room: Host) -> list[Tool]:
     async def dispatch_to(args: DispatchArgs, ctx: ToolContext) -> str:
         member = _member(room, args.agent)
         background = args.background or any(c.name == "hand_off_to" for c in ctx.siblings)
-        rec = await _assign(room, member, args.task, "dispatch", visible_to=[member.name, USER], background=background)
+        rec = await _assign(room, member, args.task, "dispatch", ctx, visible_to=[member.name, USER], background=background)
         if not background:
             report = await _work(room, member, rec.id, "foreground")
             return report or f"{member.name} finished task {rec.id} without a report"
@@ -125,12 +128,12 @@ def commander_tools(room: Host) -> list[Tool]:
     async def run_worker(args: WorkerArgs, ctx: ToolContext) -> str:
         if args.agent:
             member = _member(room, args.agent)
-            rec = await _assign(room, member, args.task, "worker", visible_to=[member.name, USER])
+            rec = await _assign(room, member, args.task, "worker", ctx, visible_to=[member.name, USER])
             mode = "foreground"
         else:
             anonymous = [c.id for c in ctx.siblings if c.name == "run_worker" and not c.input.get("agent")]
             member = room.anonymous_member(ctx.call_id, anonymous)
-            rec = await _assign(room, member, args.task, "worker", visible_to=[member.name])
+            rec = await _assign(room, member, args.task, "worker", ctx, visible_to=[member.name])
             mode = "hidden"
         return await _work(room, member, rec.id, mode) or f"{member.name} finished without a result"
 

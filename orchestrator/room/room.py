@@ -18,6 +18,7 @@ import trio
 from orchestrator.core.errors import TOO_LONG, InputError, OrchestratorError, ProviderError, TruncatedPromptError
 from orchestrator.core.events import CallUsage, Cancelled, Done, ErrorEvent, Event, ToolEnd, TurnStart
 from orchestrator.core.log import logger
+from orchestrator.core.passes import held
 from orchestrator.core.prompts import render
 from orchestrator.core.retry import RetryPolicy
 from orchestrator.core.tokens import estimate
@@ -537,7 +538,7 @@ class Room:
         commander -> the user; visible -> the user and the commander; foreground -> the user
         (the commander gets the report as a tool result); hidden -> nobody else.
         """
-        async with member.lock:
+        async with held(member.lock):
             agent = await self._agent(member)
             self.bus.publish(TurnStart(ts=time.time(), agent=member.name))
             done: Done | None = None

@@ -1,0 +1,60 @@
+"""core/passes.py: a free lock or limiter is taken without a pass through the scheduler; a busy one is waited for
+in line, and a cancelled task never takes one."""
+from __future__ import annotations
+
+import pytest
+import trio
+
+from orchestrator.core.passes import held
+
+
+def kinds():
+    return [trio.Lock(), trio.CapacityLimiter(1)]
+
+
+@pytest.mark.parametrize("lock", kinds(), ids=["lock", "limiter"])
+async def test_a_free_one_is_taken_without_letting_another_task_run(lock):
+    ran: list[str] = []
+
+    async def other() -> None:
+        ran.append("other")
+
+    async with trio.open_nursery() as nursery:
+        nursery.start_soon(other)
+        async with held(lock):
+            assert ran == []  # no pass: the task started before it has not run yet
+        assert ran == []
+        async with lock:  # trio's own acquire yields once, even to a free lock
+            assert ran == ["other"]
+
+
+@pytest.mark.parametrize("lock", kinds(), ids=["lock", "limiter"])
+async def test_a_busy_one_is_waited_for_in_line(lock):
+    order: list[str] = []
+
+    async def user(name: str, hold: float) -> None:
+        async with held(lock):
+            order.append(name)
+            await trio.sleep(hold)
+
+    async with trio.open_nursery() as nursery:
+        nursery.start_soon(user, "first", 0.05)
+        await trio.sleep(0.01)
+        nursery.start_soon(user, "second", 0)
+        await trio.sleep(0.01)
+        nursery.start_soon(user, "third", 0)
+        await trio.sleep(0.01)
+        assert order == ["first"]
+    assert order == ["first", "second", "third"]
+
+
+@pytest.mark.parametrize("lock", kinds(), ids=["lock", "limiter"])
+async def test_a_cancelled_task_does_not_take_it(lock):
+    taken = False
+    with trio.CancelScope() as scope:
+        scope.cancel()
+        async with held(lock):
+            taken = True
+    assert scope.cancelled_caught and not taken
+    lock.acquire_nowait()  # still free
+    lock.release()
