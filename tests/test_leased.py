@@ -228,3 +228,17 @@ async def test_an_idle_room_closes_and_gives_its_lease_up(backend, tmp_path):
     finally:
         await a.close()
         await b.close()
+
+
+async def test_only_the_last_message_of_a_transaction_answers(backend, tmp_path):
+    """A message committed first in a reply's transaction (a call the bus held, room/bus.py) answers nothing: a
+    takeover must not take the lines its author had read as answered by it."""
+    store = await backend.open()
+    try:
+        room = await store.create_room("r", meta={"workspace": str(tmp_path)})
+        first = await store.append(room.id, line("look at L:a", "commander", "coder"))
+        await store.append_many(room.id, [reply("coder", "held"), reply("commander", "answered L:a")],
+                                answers=first.seq)
+        assert await store.answered(room.id) == {"commander": first.seq}
+    finally:
+        await store.close()

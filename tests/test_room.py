@@ -15,7 +15,7 @@ import pytest
 import trio
 
 from orchestrator.core.errors import InputError
-from orchestrator.core.events import Cancelled, ErrorEvent, Event, State, TaskEvent, ToolEnd
+from orchestrator.core.events import Cancelled, ErrorEvent, Event, MessageEvent, State, TaskEvent, ToolEnd
 from orchestrator.core.types import Message
 from orchestrator.providers.scripted import Reply, ScriptedProvider, request_text
 from orchestrator.room.room import Room
@@ -76,6 +76,20 @@ async def assert_pairing(store: Store, room_id: str) -> list[Message]:
     return messages
 
 
+async def commits_of_a_line(store: Store, members: Team, provider: ScriptedProvider, tmp_path: Path,
+                            line: str) -> tuple[list[str], Recorder, str]:
+    """The COMMITs the store runs for `line`, posted as a room's second line, the events and the room's id."""
+    commits: list[str] = []
+    rec = Recorder()
+    async with Room.create(store, members, resolver(provider), workspace=tmp_path, on_event=rec) as room:
+        await room.post("Are you there?")  # the memory and usage tables are made on first use: not counted
+        await room.idle()
+        store._db.conn.set_trace_callback(lambda sql: commits.append(sql) if sql.strip().upper() == "COMMIT" else None)
+        await room.post(line)
+        await room.idle()
+        return commits, rec, room.id
+
+
 def leaves(exc: BaseException) -> list[BaseException]:
     if isinstance(exc, BaseExceptionGroup):
         return [leaf for sub in exc.exceptions for leaf in leaves(sub)]
@@ -116,24 +130,18 @@ async def test_a_responses_assignments_commit_in_one_transaction(store, tmp_path
         **{n: [Reply(say=f"{n} done")] for n in names},
         "worker": [Reply(say="hidden part done")],
     })
-    commits: list[str] = []
-    rec = Recorder()
-    async with Room.create(store, team(*(agent(n) for n in names)), resolver(provider), workspace=tmp_path,
-                           on_event=rec) as room:
-        await room.post("Are you there?")  # the memory and usage tables are made on first use: not counted
-        await room.idle()
-        store._db.conn.set_trace_callback(lambda sql: commits.append(sql) if sql.strip().upper() == "COMMIT" else None)
-        await room.post("Nine parts at once.")
-        await room.idle()
-        room_id = room.id
+    commits, rec, room_id = await commits_of_a_line(store, team(*(agent(n) for n in names)), provider, tmp_path,
+                                                    "Nine parts at once.")
     tasks = [m for _, m in rec.events if getattr(m, "kind", "") == "task" and getattr(m, "author", "") == "commander"]
     assert len(tasks) == 9
     assert len({m.seq for m in tasks}) == 9 and max(m.seq for m in tasks) - min(m.seq for m in tasks) == 8
     running = [e for _, e in rec.of(TaskEvent) if e.status == "running"]
     assert len(running) == 9
-    # user line, the call, ONE for the nine assignments, nine reports, nine results (closes ride them), the answer,
-    # the usage no message carried
-    assert len(commits) == 1 + 1 + 1 + 9 + 9 + 1 + 1, len(commits)
+    # user line, ONE for the call and its nine assignments, nine reports, nine results (closes ride them), the
+    # answer, the usage no message carried
+    assert len(commits) == 1 + 1 + 9 + 9 + 1 + 1, len(commits)
+    call = next(m for _, m in rec.events if getattr(m, "kind", "") == "tool_call")
+    assert call.seq == min(m.seq for m in tasks) - 1
     assert sorted(t.status for t in (await store.tasks(room_id))) == ["done"] * 9
     await assert_pairing(store, room_id)
 
@@ -429,6 +437,61 @@ async def test_failed_creation_stores_no_room(store, tmp_path):
                                workspace=tmp_path):
             pass  # pragma: no cover
     assert await store.rooms() == []
+
+
+async def test_an_assignments_call_commits_with_its_task(store, tmp_path):
+    """A response that only assigns work commits in its first task's transaction: the call is on disk exactly when
+    the task is, just before it, and is published just before it; a call whose tool fails before it posts rides
+    with its error result instead."""
+    provider = ScriptedProvider({
+        "commander": [Reply(say="Ready."),
+                      Reply(say="Asking a.", calls=[("dispatch_to", {"agent": "a", "task": "the part"})]),
+                      Reply(calls=[("dispatch_to", {"agent": "nobody", "task": "a part"})]),
+                      Reply(say="Done.")],
+        "a": [Reply(say="a's part")],
+    })
+    commits, rec, room_id = await commits_of_a_line(store, team(agent("a")), provider, tmp_path, "Have a do it.")
+    # the line, the call with its task, a's report, the result, the call with its error result, the answer, usage
+    assert len(commits) == 7, commits
+    published = [(e.kind, e.author, e.seq) for _, e in rec.of(MessageEvent)]
+    line = next(i for i, (kind, _, _) in enumerate(published) if kind == "user" and i > 0)
+    assert [p[:2] for p in published[line:]] == [
+        ("user", "user"), ("tool_call", "commander"), ("task", "commander"), ("text", "a"),
+        ("tool_result", "commander"), ("tool_call", "commander"), ("tool_result", "commander"), ("text", "commander")]
+    assert [p[2] for p in published] == sorted(p[2] for p in published)  # in seq order
+    messages = await assert_pairing(store, room_id)
+    error = next(m for m in messages if m.kind == "tool_result" and m.result.is_error)
+    assert "no member named 'nobody'" in error.result.content
+    assert [m.seq for m in messages] == list(range(1, len(messages) + 1))
+    assert provider.failures == [] and provider.remaining() == {}
+
+
+async def test_a_held_call_whose_carrier_fails_rides_with_the_next_message(store, tmp_path, monkeypatch):
+    """The task's commit fails once (the disk, say): the call is not lost and not published alone; it is committed
+    with the error result the tool then gets, and the room goes on."""
+    provider = ScriptedProvider({
+        "commander": [Reply(calls=[("dispatch_to", {"agent": "a", "task": "the part"})]), Reply(say="Noted.")],
+        "a": [],
+    })
+    real, failed = store.append_many, []
+
+    async def append_many(room_id, drafts, **kw):
+        if any(d.kind == "task" for d in drafts) and not failed:
+            failed.append([d.kind for d in drafts])
+            raise OSError("disk I/O error")
+        return await real(room_id, drafts, **kw)
+
+    monkeypatch.setattr(store, "append_many", append_many)
+    async with Room.create(store, team(agent("a")), resolver(provider), workspace=tmp_path) as room:
+        await room.post("Have a do it.")
+        await room.idle()
+        room_id = room.id
+    assert failed == [["tool_call", "task"]]
+    messages = await assert_pairing(store, room_id)
+    assert [m.kind for m in messages] == ["user", "tool_call", "tool_result", "text"]
+    assert "disk I/O error" in messages[2].result.content and messages[2].result.is_error
+    assert [t.status for t in await store.tasks(room_id)] == []
+    assert provider.failures == [] and provider.remaining() == {}
 
 
 async def test_a_relayed_line_costs_one_scheduler_pass_per_model_call(store, tmp_path):

@@ -39,7 +39,9 @@ from orchestrator.trace.spans import Span
 
 CANCELLED = "cancelled: the group was stopped before this tool finished"
 
-Commit = Callable[[Draft], Awaitable[Message]]
+# None: the caller holds the draft to commit it first with its next message (a tool call whose tools' first act
+# is to post one: room/bus.py, Bus.hold).
+Commit = Callable[[Draft], Awaitable[Message | None]]
 
 
 class Meter(Protocol):

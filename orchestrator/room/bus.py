@@ -30,6 +30,7 @@ class Bus:
         self._deferred: list[Side] = []  # and those that may wait until `_due`
         self._due = _NEVER
         self._assigning: _Assignments | None = None  # assignments being committed together, while others may join
+        self._held: list[Draft] = []  # messages to commit first in the next message's transaction
 
     def subscribe(self, fn: Callable[[Event], None]) -> None:
         self._subscribers.append(fn)
@@ -80,20 +81,28 @@ class Bus:
         """Under the lock: one transaction for `drafts`, the ledger rows of `tasks` and what is carried (if due)."""
         carried = self._take(bool(self._deferred) and trio.current_time() >= self._due)
         sides = carried + [task_side(t) for t in tasks]
+        held, self._held = self._held, []
         try:
-            messages = await self._store.append_many(self._room, drafts, side=_together(sides) if sides else None,
-                                                      answers=answers)
+            messages = await self._store.append_many(self._room, held + drafts,
+                                                      side=_together(sides) if sides else None, answers=answers)
         except BaseException:
             self._give_back(carried)
+            self._held[:0] = held
             raise
-        for msg in messages:
+        for i, msg in enumerate(messages):
             for viewer in msg.visible_to:
                 member = self._members.get(viewer)
                 if member is not None:
-                    member.partition.append(msg, addressed=viewer in notify)
+                    member.partition.append(msg, addressed=i >= len(held) and viewer in notify)
             if self._subscribers:  # an event is built only for someone to read it
                 self.publish(message_event(msg))
-        return messages
+        return messages[len(held):]
+
+    def hold(self, draft: Draft) -> None:
+        """Commit `draft` first in the room's next message's transaction instead of in one of its own: for a
+        message whose next effect is such a message (a tool call whose tools' first act is to post their task).
+        Nobody sees it until then; if that commit fails, it waits for the next one."""
+        self._held.append(draft)
 
     def carry(self, side: Side, *, defer: bool = False) -> None:
         """Write `side` with the room's next message, in its transaction; `flush` if none comes. `defer`: a write

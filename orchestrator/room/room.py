@@ -35,7 +35,7 @@ from orchestrator.mcplink.servers import Hub, default_log_dir, open_hub
 from orchestrator.mcplink.tools import find_tools, toolset
 from orchestrator.room import handback
 from orchestrator.room.bus import Bus
-from orchestrator.room.commander import commander_tools
+from orchestrator.room.commander import ASSIGNING, commander_tools
 from orchestrator.room.floor import Floor
 from orchestrator.room.ledger import Ledger
 from orchestrator.room.limits import Meter, deadline
@@ -599,7 +599,7 @@ class Room:
             "hidden": [member.name],
         }[mode]
 
-        async def commit(draft: Draft) -> Message:
+        async def commit(draft: Draft) -> Message | None:
             handed = False
             if draft.kind in ("text", "tool_call") and member.name != COMMANDER:
                 text, handed = handback.split(draft.text)
@@ -612,6 +612,12 @@ class Room:
             # A turn's last words record what they answer, in their own row: a host that takes the room over after
             # a crash knows which lines still wait (leased.py), however the reply and later lines interleaved.
             # Last words: a text, or the results of a round whose tool ended the turn (a handoff).
+            if draft.kind == "tool_call" and all(b.name in ASSIGNING for b in draft.blocks
+                                                 if isinstance(b, ToolCallBlock)):
+                # Its tools' first act is to post their task (commander.py, _assign): it commits in that transaction.
+                # Every call of a round gets a result posted, also when it is stopped (engine/runner.py, _run_calls).
+                self.bus.hold(draft)
+                return None
             last = draft.kind == "text" or (draft.kind == "tool_result" and member.partition.ending)
             answers = member.partition.read_seq if last else None
             msg = await self.bus.post(draft, answers=answers)

@@ -154,7 +154,8 @@ class Store:
                      answers: int | None = None) -> Message:
         """Commit one message; with `side`, other rows in the same transaction (an assignment's ledger row, a
         turn's usage), so that they cost no commit of their own.
-        `answers`: an agent's reply records the newest seq its author had read (see `answered`)."""
+        `answers`: an agent's reply records the newest seq its author had read (see `answered`); with several
+        drafts (`append_many`), the last one does."""
         return (await self.append_many(room_id, [draft], side=side, answers=answers))[0]
 
     async def append_many(self, room_id: str, drafts: list[Draft], *, side: Side | None = None,
@@ -466,7 +467,7 @@ def _insert(db: sqlite_utils.Database, room_id: str, drafts: list[Draft], epoch:
         now = time.time()
         seq, ts = seq + 1, now if now > ts else ts + 1e-6
         m = _message(room_id, seq, ts, draft)
-        conn.execute(_INSERT_ROW, _row(m, epoch, answers))
+        conn.execute(_INSERT_ROW, _row(m, epoch, answers if len(messages) == len(drafts) - 1 else None))
         messages.append(m)
     return messages
 

@@ -413,7 +413,7 @@ def _insert(c: Any, room_id: str, drafts: list[Draft], epoch: int | None, answer
         m = Message(id=message_id(), room=room_id, seq=seq, ts=ts, **msgspec.structs.asdict(draft))
         rows.append(msgspec.structs.asdict(m) | {
             "blocks": _json(m.blocks), "visible_to": _json(m.visible_to), "replaces": _json(m.replaces),
-            "epoch": epoch, "answers": answers})
+            "epoch": epoch, "answers": answers if len(messages) == len(drafts) - 1 else None})
         messages.append(m)
     with c.cursor() as cur:
         cur.executemany(_INSERT, rows)
