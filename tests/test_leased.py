@@ -230,15 +230,19 @@ async def test_an_idle_room_closes_and_gives_its_lease_up(backend, tmp_path):
         await b.close()
 
 
-async def test_only_the_last_message_of_a_transaction_answers(backend, tmp_path):
-    """A message committed first in a reply's transaction (a call the bus held, room/bus.py) answers nothing: a
-    takeover must not take the lines its author had read as answered by it."""
+async def test_each_message_of_a_transaction_records_what_it_answers(backend, tmp_path):
+    """Messages the bus commits first in another's transaction (room/bus.py, Bus.hold) keep their own answers: a
+    held report answers the line its author read, the call held before it answers nothing, and the message that
+    carried them answers what it answers."""
     store = await backend.open()
     try:
         room = await store.create_room("r", meta={"workspace": str(tmp_path)})
         first = await store.append(room.id, line("look at L:a", "commander", "coder"))
-        await store.append_many(room.id, [reply("coder", "held"), reply("commander", "answered L:a")],
-                                answers=first.seq)
-        assert await store.answered(room.id) == {"commander": first.seq}
+        second = await store.append(room.id, line("and L:b", "commander", "coder"))
+        await store.append_many(room.id, [reply("commander", "a call"), reply("coder", "answered L:a"),
+                                          reply("commander", "answered L:b")], answers=[None, first.seq, second.seq])
+        assert await store.answered(room.id) == {"coder": first.seq, "commander": second.seq}
+        await store.append_many(room.id, [reply("coder", "no answer"), reply("commander", "none either")])
+        assert await store.answered(room.id) == {"coder": first.seq, "commander": second.seq}
     finally:
         await store.close()

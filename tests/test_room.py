@@ -439,10 +439,11 @@ async def test_failed_creation_stores_no_room(store, tmp_path):
     assert await store.rooms() == []
 
 
-async def test_an_assignments_call_commits_with_its_task(store, tmp_path):
+async def test_a_lone_assignment_commits_with_its_call_and_its_report_with_its_result(store, tmp_path):
     """A response that only assigns work commits in its first task's transaction: the call is on disk exactly when
     the task is, just before it, and is published just before it; a call whose tool fails before it posts rides
-    with its error result instead."""
+    with its error result instead. The report of a response's only assignment commits in its tool result's
+    transaction, still recording the line it answers (a takeover reads that)."""
     provider = ScriptedProvider({
         "commander": [Reply(say="Ready."),
                       Reply(say="Asking a.", calls=[("dispatch_to", {"agent": "a", "task": "the part"})]),
@@ -451,8 +452,8 @@ async def test_an_assignments_call_commits_with_its_task(store, tmp_path):
         "a": [Reply(say="a's part")],
     })
     commits, rec, room_id = await commits_of_a_line(store, team(agent("a")), provider, tmp_path, "Have a do it.")
-    # the line, the call with its task, a's report, the result, the call with its error result, the answer, usage
-    assert len(commits) == 7, commits
+    # the line, the call with its task, a's report with the result, the call with its error result, the answer, usage
+    assert len(commits) == 6, commits
     published = [(e.kind, e.author, e.seq) for _, e in rec.of(MessageEvent)]
     line = next(i for i, (kind, _, _) in enumerate(published) if kind == "user" and i > 0)
     assert [p[:2] for p in published[line:]] == [
@@ -462,6 +463,8 @@ async def test_an_assignments_call_commits_with_its_task(store, tmp_path):
     messages = await assert_pairing(store, room_id)
     error = next(m for m in messages if m.kind == "tool_result" and m.result.is_error)
     assert "no member named 'nobody'" in error.result.content
+    task = next(m for m in messages if m.kind == "task")
+    assert (await store.answered(room_id))["a"] == task.seq
     assert [m.seq for m in messages] == list(range(1, len(messages) + 1))
     assert provider.failures == [] and provider.remaining() == {}
 

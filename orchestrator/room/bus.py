@@ -30,7 +30,7 @@ class Bus:
         self._deferred: list[Side] = []  # and those that may wait until `_due`
         self._due = _NEVER
         self._assigning: _Assignments | None = None  # assignments being committed together, while others may join
-        self._held: list[Draft] = []  # messages to commit first in the next message's transaction
+        self._held: list[tuple[Draft, int | None]] = []  # to commit first in the next message's transaction
 
     def subscribe(self, fn: Callable[[Event], None]) -> None:
         self._subscribers.append(fn)
@@ -83,8 +83,9 @@ class Bus:
         sides = carried + [task_side(t) for t in tasks]
         held, self._held = self._held, []
         try:
-            messages = await self._store.append_many(self._room, held + drafts,
-                                                      side=_together(sides) if sides else None, answers=answers)
+            messages = await self._store.append_many(self._room, [d for d, _ in held] + drafts,
+                                                      side=_together(sides) if sides else None,
+                                                      answers=[a for _, a in held] + [answers])
         except BaseException:
             self._give_back(carried)
             self._held[:0] = held
@@ -98,11 +99,12 @@ class Bus:
                 self.publish(message_event(msg))
         return messages[len(held):]
 
-    def hold(self, draft: Draft) -> None:
-        """Commit `draft` first in the room's next message's transaction instead of in one of its own: for a
-        message whose next effect is such a message (a tool call whose tools' first act is to post their task).
+    def hold(self, draft: Draft, answers: int | None = None) -> None:
+        """Commit `draft` (with what it `answers`) first in the room's next message's transaction instead of in one
+        of its own: for a message that such a message follows at once, with nothing depending on it meanwhile (a
+        tool call whose tools' first act is to post their task; a report that is its tool result's next).
         Nobody sees it until then; if that commit fails, it waits for the next one."""
-        self._held.append(draft)
+        self._held.append((draft, answers))
 
     def carry(self, side: Side, *, defer: bool = False) -> None:
         """Write `side` with the room's next message, in its transaction; `flush` if none comes. `defer`: a write

@@ -36,7 +36,8 @@ class Host(Protocol):
 
     def roster(self) -> list[AgentDef]: ...
     def anonymous_member(self, call_id: str, batch: list[str]) -> Member: ...
-    async def turn(self, member: Member, mode: str, links: tuple[Span, ...] = ()) -> Done: ...
+    async def turn(self, member: Member, mode: str, links: tuple[Span, ...] = (), *,
+                   at_once: bool = False) -> Done: ...
     def spawn(self, fn, *args) -> None: ...
     def wake(self, name: str) -> None: ...
     def report_ready(self) -> None: ...
@@ -83,12 +84,14 @@ async def _assign(room: Host, member: Member, task: str, kind: str, ctx: ToolCon
     return room.ledger.opened(rec)
 
 
-async def _work(room: Host, member: Member, task_id: str, mode: str, links: tuple[Span, ...] = ()) -> str:
-    """Run the assignment and close its ledger entry, whatever way it ends."""
+async def _work(room: Host, member: Member, task_id: str, mode: str, links: tuple[Span, ...] = (), *,
+                at_once: bool = False) -> str:
+    """Run the assignment and close its ledger entry, whatever way it ends. `at_once`: the call is its response's
+    only one, so its result is committed as soon as this returns (see Room.turn)."""
     status, result = "cancelled", "stopped"
     try:
         async with held(room.workers):
-            done = await room.turn(member, mode, links)
+            done = await room.turn(member, mode, links, at_once=at_once)
         status, result = "done", done.result
         return done.result
     except TurnFailed as exc:
@@ -108,7 +111,7 @@ def commander_tools(room: Host) -> list[Tool]:
         background = args.background or any(c.name == "hand_off_to" for c in ctx.siblings)
         rec = await _assign(room, member, args.task, "dispatch", ctx, visible_to=[member.name, USER], background=background)
         if not background:
-            report = await _work(room, member, rec.id, "foreground")
+            report = await _work(room, member, rec.id, "foreground", at_once=len(ctx.siblings) == 1)
             return report or f"{member.name} finished task {rec.id} without a report"
 
         async def in_background() -> None:
@@ -135,7 +138,8 @@ def commander_tools(room: Host) -> list[Tool]:
             member = room.anonymous_member(ctx.call_id, anonymous)
             rec = await _assign(room, member, args.task, "worker", ctx, visible_to=[member.name])
             mode = "hidden"
-        return await _work(room, member, rec.id, mode) or f"{member.name} finished without a result"
+        return (await _work(room, member, rec.id, mode, at_once=len(ctx.siblings) == 1)
+                or f"{member.name} finished without a result")
 
     async def hand_off_to(args: HandOffArgs, ctx: ToolContext) -> ToolOutput:
         member = _member(room, args.agent)

@@ -533,10 +533,12 @@ class Room:
         self.members[name] = member
         return member
 
-    async def turn(self, member: Member, mode: str, links: tuple[Span, ...] = ()) -> Done:
+    async def turn(self, member: Member, mode: str, links: tuple[Span, ...] = (), *, at_once: bool = False) -> Done:
         """Run one engine turn for `member`. `mode` decides who sees its words:
         commander -> the user; visible -> the user and the commander; foreground -> the user
         (the commander gets the report as a tool result); hidden -> nobody else.
+        `at_once`: its report is the next message the room commits (an assignment alone in its response, whose
+        tool result follows the turn's end with no wait): its last words commit in that transaction.
         """
         async with held(member.lock):
             agent = await self._agent(member)
@@ -544,7 +546,7 @@ class Room:
             done: Done | None = None
             spent: list[UsageRow] = []
             try:
-                async with aclosing(run_turn(agent, member.partition, self._committer(member, mode),
+                async with aclosing(run_turn(agent, member.partition, self._committer(member, mode, at_once),
                                              self.meter, links)) as events:
                     async for ev in events:
                         self.bus.publish(ev)
@@ -591,7 +593,7 @@ class Room:
         self.bus.publish(ErrorEvent(ts=time.time(), message=message, error_class=error_class, agent=member.name))
         return TurnFailed(message)
 
-    def _committer(self, member: Member, mode: str):
+    def _committer(self, member: Member, mode: str, at_once: bool = False):
         audience = {
             "commander": [COMMANDER, USER],
             "visible": [member.name, USER, COMMANDER],
@@ -620,6 +622,11 @@ class Room:
                 return None
             last = draft.kind == "text" or (draft.kind == "tool_result" and member.partition.ending)
             answers = member.partition.read_seq if last else None
+            if at_once and draft.kind == "text" and not handed and not member.partition.unread:
+                # Its last words (the engine goes on after a text only for unread lines, and none can land before it
+                # decides): the tool result that carries its report is the room's next commit (commander.py, _work).
+                self.bus.hold(draft, answers)
+                return None
             msg = await self.bus.post(draft, answers=answers)
             if draft.kind == "tool_result":
                 res = draft.blocks[0]

@@ -12,7 +12,7 @@ import itertools
 import os
 import sqlite3
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from os import PathLike
 from pathlib import Path
 from time import time_ns
@@ -154,14 +154,16 @@ class Store:
                      answers: int | None = None) -> Message:
         """Commit one message; with `side`, other rows in the same transaction (an assignment's ledger row, a
         turn's usage), so that they cost no commit of their own.
-        `answers`: an agent's reply records the newest seq its author had read (see `answered`); with several
-        drafts (`append_many`), the last one does."""
-        return (await self.append_many(room_id, [draft], side=side, answers=answers))[0]
+        `answers`: an agent's reply records the newest seq its author had read (see `answered`)."""
+        return (await self.append_many(room_id, [draft], side=side, answers=(answers,)))[0]
 
     async def append_many(self, room_id: str, drafts: list[Draft], *, side: Side | None = None,
-                          answers: int | None = None) -> list[Message]:
+                          answers: Sequence[int | None] = ()) -> list[Message]:
+        """`append` for several messages in one transaction; `answers[i]` is what `drafts[i]` answers (None, or
+        missing at the end: nothing)."""
         epoch = self._epochs.get(room_id)
-        delivery = self._deliveries.pop(room_id, None) if any(d.kind == "user" for d in drafts) else None
+        delivery = (self._deliveries.pop(room_id, None)
+                    if self._deliveries and any(d.kind == "user" for d in drafts) else None)
 
         def insert() -> list[Message]:
             with immediate(self._db):
@@ -456,7 +458,7 @@ def _fence(db: sqlite_utils.Database, room_id: str, epoch: int | None) -> None:
 
 
 def _insert(db: sqlite_utils.Database, room_id: str, drafts: list[Draft], epoch: int | None,
-            answers: int | None = None) -> list[Message]:
+            answers: Sequence[int | None] = ()) -> list[Message]:
     conn = db.conn
     found = conn.execute(_LAST, [room_id]).fetchone()
     if found is None:
@@ -467,7 +469,7 @@ def _insert(db: sqlite_utils.Database, room_id: str, drafts: list[Draft], epoch:
         now = time.time()
         seq, ts = seq + 1, now if now > ts else ts + 1e-6
         m = _message(room_id, seq, ts, draft)
-        conn.execute(_INSERT_ROW, _row(m, epoch, answers if len(messages) == len(drafts) - 1 else None))
+        conn.execute(_INSERT_ROW, _row(m, epoch, answers[len(messages)] if len(messages) < len(answers) else None))
         messages.append(m)
     return messages
 

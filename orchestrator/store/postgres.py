@@ -9,7 +9,7 @@ from __future__ import annotations
 import contextlib
 import re
 import time
-from collections.abc import AsyncIterator, Callable, Iterator
+from collections.abc import AsyncIterator, Callable, Iterator, Sequence
 from typing import Any, TypeVar
 from uuid import uuid4
 
@@ -121,10 +121,10 @@ class PgStore:
                      answers: int | None = None) -> Message:
         """Commit one message; with `side`, other rows in the same transaction (an assignment's ledger row, a
         turn's usage)."""
-        return (await self.append_many(room_id, [draft], side=side, answers=answers))[0]
+        return (await self.append_many(room_id, [draft], side=side, answers=(answers,)))[0]
 
     async def append_many(self, room_id: str, drafts: list[Draft], *, side: Side | None = None,
-                          answers: int | None = None) -> list[Message]:
+                          answers: Sequence[int | None] = ()) -> list[Message]:
         epoch = self._epochs.get(room_id)
         delivery = self._deliveries.pop(room_id, None) if any(d.kind == "user" for d in drafts) else None
 
@@ -401,7 +401,8 @@ def _fence(c: Any, room_id: str, epoch: int | None) -> None:
 _INSERT = _PLACEHOLDER.sub(lambda m: f"%({m[1]})s", _INSERT_MESSAGE)
 
 
-def _insert(c: Any, room_id: str, drafts: list[Draft], epoch: int | None, answers: int | None = None) -> list[Message]:
+def _insert(c: Any, room_id: str, drafts: list[Draft], epoch: int | None,
+            answers: Sequence[int | None] = ()) -> list[Message]:
     found = c.execute("SELECT last_seq, last_ts FROM rooms WHERE id = %s FOR UPDATE", [room_id]).fetchone()
     if found is None:
         raise KeyError(f"no room {room_id!r}")
@@ -413,7 +414,7 @@ def _insert(c: Any, room_id: str, drafts: list[Draft], epoch: int | None, answer
         m = Message(id=message_id(), room=room_id, seq=seq, ts=ts, **msgspec.structs.asdict(draft))
         rows.append(msgspec.structs.asdict(m) | {
             "blocks": _json(m.blocks), "visible_to": _json(m.visible_to), "replaces": _json(m.replaces),
-            "epoch": epoch, "answers": answers if len(messages) == len(drafts) - 1 else None})
+            "epoch": epoch, "answers": answers[len(messages)] if len(messages) < len(answers) else None})
         messages.append(m)
     with c.cursor() as cur:
         cur.executemany(_INSERT, rows)
