@@ -244,6 +244,32 @@ async def test_snapshot_shows_a_write_from_the_next_call_on(memory):
     assert first == "" and "Uses pnpm." in await memory.snapshot()
 
 
+async def test_the_memories_of_one_store_read_it_once_per_refresh_between_them(store):
+    """A host's rooms each have a Memory on the one store: within REFRESH they share one read of the table, a
+    write through any of them is seen by all from their next snapshot on, and other caps render their own."""
+    reads: list[str] = []
+    store._db.conn.set_trace_callback(lambda sql: reads.append(sql) if "FROM memory" in sql else None)
+    rooms = [Memory(store) for _ in range(50)]
+    assert {await m.snapshot() for m in rooms} == {""}
+    assert len(reads) == 1
+    await rooms[7].add("notes", "Uses pnpm.")
+    reads.clear()
+    assert all(["Uses pnpm." in await m.snapshot() for m in rooms])
+    assert len(reads) == 1
+    capped = Memory(store, notes_cap=100)
+    assert "of 100 characters" in await capped.snapshot() and "of 3,000 characters" in await rooms[0].snapshot()
+
+
+async def test_a_read_that_ends_after_a_newer_one_does_not_hide_a_write(store):
+    """Two rooms read while a third writes: whichever read ends last, the snapshot after the write shows it."""
+    first, second = Memory(store), Memory(store)
+    async with trio.open_nursery() as nursery:
+        nursery.start_soon(first.snapshot)  # its read is gathered, not yet done
+        await trio.lowlevel.checkpoint()
+        await second.add("notes", "Uses pnpm.")
+    assert "Uses pnpm." in await second.snapshot() and "Uses pnpm." in await first.snapshot()
+
+
 # --- the tool -------------------------------------------------------------------------------
 
 async def use(tool, tmp_path: Path, **args) -> tuple[str, bool]:

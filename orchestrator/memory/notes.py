@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import re
 import sqlite3
+import weakref
 from collections.abc import Callable
 from typing import Any, Literal, TypeVar
 
@@ -26,6 +27,23 @@ REFRESH = 1.0  # seconds a snapshot is reused when this process wrote nothing: a
 _writes = 0  # writes through any Memory of this process: a snapshot taken before one is read again
 
 
+class _Snapshot:
+    """The memory block last rendered, what it was rendered from, and when it was read."""
+
+    __slots__ = ("key", "text", "read", "fresh_until")
+
+    def __init__(self) -> None:
+        self.key: tuple[tuple[str, ...], ...] | None = None
+        self.text = ""
+        self.read = -1  # the process's write count when it was last read
+        self.fresh_until = 0.0
+
+
+# One snapshot per store and caps, shared by every Memory on it (a host's rooms): the table holds no room's own
+# entries, so a thousand rooms read it once a second between them, not each once a second.
+_SNAPSHOTS: weakref.WeakKeyDictionary[Store, dict[tuple[int, int], _Snapshot]] = weakref.WeakKeyDictionary()
+
+
 class NoteError(OrchestratorError):
     """A memory change that was not made; the message says why and what to do instead."""
 
@@ -42,9 +60,7 @@ class Memory:
         self._store = store
         self.caps: dict[Target, int] = {"profile": profile_cap, "notes": notes_cap}
         self._ready = False  # read-only: whether the file's table was looked for
-        self._shown: tuple[tuple[tuple[str, ...], ...] | None, str] = (None, "")
-        self._read = -1  # the process's write count when the snapshot was last read
-        self._fresh_until = 0.0
+        self._snapshot = _SNAPSHOTS.setdefault(store, {}).setdefault((profile_cap, notes_cap), _Snapshot())
         self._scratch: sqlite_utils.Database | None = None  # stands in for a read-only file without the table
 
     async def entries(self, target: Target) -> list[str]:
@@ -83,14 +99,16 @@ class Memory:
         """The memory block of a system prompt, or "" when both parts are empty."""
         # Read again once this process wrote, or REFRESH after the last read (another process may have written);
         # rendered only when it did change.
-        if self._read == _writes and trio.current_time() < self._fresh_until:
-            return self._shown[1]
-        self._read, self._fresh_until = _writes, trio.current_time() + REFRESH
+        shot = self._snapshot
+        if shot.read == _writes and trio.current_time() < shot.fresh_until:
+            return shot.text
+        writes, until = _writes, trio.current_time() + REFRESH  # as of before the read: a write meanwhile reads again
         parts = await self._call(_parts, small=True)
         key = tuple(tuple(entries) for entries in parts.values())
-        if key != self._shown[0]:
-            self._shown = key, self._render(parts)
-        return self._shown[1]
+        text = shot.text if key == shot.key else self._render(parts)
+        if writes >= shot.read:  # another room's read may have ended first, with a newer count
+            shot.key, shot.text, shot.read, shot.fresh_until = key, text, writes, until
+        return text
 
     async def _write(self, fn: Callable[..., T], *args: Any) -> T:
         global _writes
