@@ -477,8 +477,11 @@ def _insert(db: sqlite_utils.Database, room_id: str, drafts: list[Draft], epoch:
 # The room's last seq and ts: its newest message's (the end of the (room, seq) index, a read), or the mark healing
 # leaves in the room's row when it deletes the newest ones, so that a seq seen once is never handed out again.
 # An append writes no row but its message's: the room's row stays one page that commits do not rewrite.
-_LAST = ("SELECT max(r.last_seq, coalesce(m.seq, 0)), max(r.last_ts, coalesce(m.ts, 0)) FROM rooms r LEFT JOIN "
-         "(SELECT seq, ts FROM messages WHERE room = ?1 ORDER BY seq DESC LIMIT 1) m WHERE r.id = ?1")
+# Two scalar lookups at the end of the index: a LEFT JOIN on the newest row made SQLite materialize it (3.6 against
+# 4.8 us).
+_LAST = ("SELECT max(last_seq, coalesce((SELECT seq FROM messages WHERE room = ?1 ORDER BY seq DESC LIMIT 1), 0)), "
+         "max(last_ts, coalesce((SELECT ts FROM messages WHERE room = ?1 ORDER BY seq DESC LIMIT 1), 0)) "
+         "FROM rooms WHERE id = ?1")
 _MARK = f"UPDATE rooms SET (last_seq, last_ts) = ({_LAST}) WHERE id = ?1"
 
 
