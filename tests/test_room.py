@@ -15,7 +15,9 @@ import pytest
 import trio
 
 from orchestrator.core.errors import InputError
-from orchestrator.core.events import Cancelled, ErrorEvent, Event, MessageEvent, State, TaskEvent, ToolEnd
+from orchestrator.core.events import (
+    Cancelled, ErrorEvent, Event, MessageEvent, State, TaskEvent, ToolEnd, TurnStart,
+)
 from orchestrator.core.types import Message
 from orchestrator.providers.scripted import Reply, ScriptedProvider, request_text
 from orchestrator.room.room import Room
@@ -137,6 +139,10 @@ async def test_a_responses_assignments_commit_in_one_transaction(store, tmp_path
     assert len({m.seq for m in tasks}) == 9 and max(m.seq for m in tasks) - min(m.seq for m in tasks) == 8
     running = [e for _, e in rec.of(TaskEvent) if e.status == "running"]
     assert len(running) == 9
+    # all nine are announced as their commit lands, before any of their workers' turns starts
+    starts = [e for _, e in rec.events if isinstance(e, TaskEvent) and e.status == "running"
+              or isinstance(e, TurnStart) and e.agent != "commander"]
+    assert all(isinstance(e, TaskEvent) for e in starts[:9]), starts
     # user line, ONE for the call and its nine assignments, nine reports, nine results (closes ride them), the
     # answer, the usage no message carried
     assert len(commits) == 1 + 1 + 9 + 9 + 1 + 1, len(commits)
