@@ -31,6 +31,9 @@ class Bus:
         self._due = _NEVER
         self._assigning: _Assignments | None = None  # assignments being committed together, while others may join
         self._held: list[tuple[Draft, int | None]] = []  # to commit first in the next message's transaction
+        # Told of each assignment's ledger entry once it is on disk (the ledger announces it): all of a response's
+        # together, before any of their workers starts its turn.
+        self.landed: Callable[[TaskRecord], object] = lambda task: None
 
     def subscribe(self, fn: Callable[[Event], None]) -> None:
         self._subscribers.append(fn)
@@ -97,6 +100,8 @@ class Bus:
                     member.partition.append(msg, addressed=i >= len(held) and viewer in notify)
             if self._subscribers:  # an event is built only for someone to read it
                 self.publish(message_event(msg))
+        for task in tasks:
+            self.landed(task)
         return messages[len(held):]
 
     def hold(self, draft: Draft, answers: int | None = None) -> None:

@@ -81,10 +81,7 @@ async def _assign(room: Host, member: Member, task: str, kind: str, ctx: ToolCon
     alone = sum(c.name in ASSIGNING for c in ctx.siblings) == 1
     await room.bus.post(Draft(author=COMMANDER, kind="task", blocks=[TextBlock(render("worker_task.md.j2", task=task))],
                            visible_to=visible_to), task=rec, alone=alone)
-    rec = room.ledger.opened(rec)
-    if not alone:  # the others committed with it are announced too before any of their workers starts its turn
-        await trio.lowlevel.cancel_shielded_checkpoint()  # (not a cancel point: its `_work` must close the entry)
-    return rec
+    return rec  # opened in the ledger by the bus as the commit landed (Bus.landed)
 
 
 async def _work(room: Host, member: Member, task_id: str, mode: str, links: tuple[Span, ...] = (), *,

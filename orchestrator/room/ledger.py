@@ -42,7 +42,7 @@ class Ledger:
         (self._unread.add if not running and rec.background and not rec.read else self._unread.discard)(rec.id)
 
     def new(self, agent: str, kind: str, task: str, *, background: bool = False) -> TaskRecord:
-        """A running task, not stored yet: the bus commits it with its assignment, then `opened` says so."""
+        """A running task, not stored yet: the bus commits it with its assignment, then calls `opened`."""
         return TaskRecord(id="t" + uuid.uuid4().hex[:6], room=self._room, agent=agent, kind=kind,
                           status="running", task=task, background=background, created=time.time())
 

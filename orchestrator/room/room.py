@@ -99,6 +99,7 @@ class Room:
         self.bus = Bus(store, self.id, self.members)
         self._floor = Floor(store, self.id, record.floor, self.bus.publish)
         self.ledger = Ledger(store, self.id, self.bus.publish, nursery.start_soon, self.bus.carry)
+        self.bus.landed = self.ledger.opened
         self.questions = Questions(self.bus.publish, self.bus.notice, self._wake_waiters, can_confirm)
         self.lines = Lines(record.name, self.id)  # each user line's trace
         self.usage = UsageLog(store)  # what each model call and tool run spent
