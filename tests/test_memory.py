@@ -14,6 +14,7 @@ import pytest
 import trio
 
 from orchestrator.core.errors import InputError
+from orchestrator.memory import notes
 from orchestrator.memory.notes import Conflict, Memory, NoteError
 from orchestrator.cli.memory import add_parser, compose, parse
 from orchestrator.store.db import Store
@@ -244,9 +245,10 @@ async def test_snapshot_shows_a_write_from_the_next_call_on(memory):
     assert first == "" and "Uses pnpm." in await memory.snapshot()
 
 
-async def test_the_memories_of_one_store_read_it_once_per_refresh_between_them(store):
+async def test_the_memories_of_one_store_read_it_once_per_refresh_between_them(store, monkeypatch):
     """A host's rooms each have a Memory on the one store: within REFRESH they share one read of the table, a
     write through any of them is seen by all from their next snapshot on, and other caps render their own."""
+    monkeypatch.setattr(notes, "REFRESH", 3600.0)  # however slow the machine, no refresh falls due meanwhile
     reads: list[str] = []
     store._db.conn.set_trace_callback(lambda sql: reads.append(sql) if "FROM memory" in sql else None)
     rooms = [Memory(store) for _ in range(50)]
