@@ -132,3 +132,46 @@ def test_growth_thaws_at_most_once_a_gap():
     used[0] = 10_000  # rooms opening: memory grows fast, most of it alive
     heap.settle()
     assert all(r() is not None for r in refs)  # no full pass yet: the last one (the first freeze) was just now
+
+
+def test_a_process_freezes_what_it_holds_once_as_its_first_room_opens(monkeypatch):
+    """Its modules and configuration live as long as it does: collected once, then frozen out of every full pass;
+    the rooms it opens later change nothing, and a process that manages its collector itself is left alone."""
+    from orchestrator.room import heap
+
+    calls: list[str] = []
+    monkeypatch.setattr(gc, "collect", lambda *args: calls.append("collect") or 0)
+    monkeypatch.setattr(gc, "freeze", lambda: calls.append("freeze"))
+    monkeypatch.setattr(heap, "_STARTED", False)
+    heap.freeze_startup()
+    heap.freeze_startup()
+    assert calls == ["collect", "freeze"]
+
+    calls.clear()
+    monkeypatch.setattr(heap, "_STARTED", False)
+    thresholds = gc.get_threshold()
+    gc.set_threshold(0)  # as a running Heap leaves it
+    try:
+        heap.freeze_startup()
+    finally:
+        gc.set_threshold(*thresholds)
+    assert calls == []
+
+
+async def test_opening_a_room_freezes_the_process_once(tmp_path, monkeypatch):
+    from orchestrator.room import heap
+    from orchestrator.room.room import Room
+
+    monkeypatch.setattr(heap, "_STARTED", False)
+    store = await Store.open(tmp_path / "r.db")
+    try:
+        before = gc.get_freeze_count()
+        async with Room.create(store, _team(), lambda _m: (Relay(0), "relay"), workspace=tmp_path):
+            pass
+        frozen = gc.get_freeze_count()
+        assert frozen > before
+        async with Room.create(store, _team(), lambda _m: (Relay(0), "relay"), workspace=tmp_path):
+            pass
+        assert gc.get_freeze_count() == frozen
+    finally:
+        await store.close()

@@ -32,6 +32,22 @@ GAP = 60.0  # seconds at least between thaws for growth: rooms opening (live dat
 LONGEST = 16
 
 
+_STARTED = False  # the process opened a room: what was alive then is frozen
+
+
+def freeze_startup() -> None:
+    """Once per process, as it opens its first room: what is alive then (its modules, its configuration) lives as
+    long as the process does, so it is frozen out of the collector's passes. Each full pass walked all of it again:
+    in a relay of 1,000 turns one came, 20-25 ms, a tenth of the run. Garbage is collected first, so none is frozen;
+    a process that manages its collector itself (disabled it, or runs a Heap) is left as it is."""
+    global _STARTED
+    if _STARTED or not gc.isenabled() or gc.get_threshold()[0] == 0:
+        return
+    _STARTED = True
+    gc.collect()
+    gc.freeze()
+
+
 class Heap:
     """`run` it in the host's nursery; tell it `closed()` as rooms close, and `release()` at the end."""
 

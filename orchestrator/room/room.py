@@ -37,6 +37,7 @@ from orchestrator.room import handback
 from orchestrator.room.bus import Bus
 from orchestrator.room.commander import ASSIGNING, commander_tools
 from orchestrator.room.floor import Floor
+from orchestrator.room.heap import freeze_startup
 from orchestrator.room.ledger import Ledger
 from orchestrator.room.limits import Meter, deadline
 from orchestrator.room.lines import Lines
@@ -201,6 +202,7 @@ class Room:
                             on_event, can_confirm, knowledge, models, mcp, library, skill_roots,
                             evolve) -> AsyncIterator[Room]:
         room = None
+        freeze_startup()
         try:
             async with trio.open_nursery() as nursery:
                 room = cls(store, record, team, resolve, workspace, nursery, retry, can_confirm, mcp, library,
