@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import pytest
 import trio
+import trio.testing
 
 from orchestrator.core.passes import held
 
@@ -41,20 +42,23 @@ async def test_a_free_one_is_taken_without_a_pass_through_the_scheduler(lock):
 @pytest.mark.parametrize("lock", kinds(), ids=["lock", "limiter"])
 async def test_a_busy_one_is_waited_for_in_line(lock):
     order: list[str] = []
+    release = trio.Event()
 
-    async def user(name: str, hold: float) -> None:
+    async def user(name: str, until: trio.Event | None = None) -> None:
         async with held(lock):
             order.append(name)
-            await trio.sleep(hold)
+            if until is not None:
+                await until.wait()
 
     async with trio.open_nursery() as nursery:
-        nursery.start_soon(user, "first", 0.05)
-        await trio.sleep(0.01)
-        nursery.start_soon(user, "second", 0)
-        await trio.sleep(0.01)
-        nursery.start_soon(user, "third", 0)
-        await trio.sleep(0.01)
+        nursery.start_soon(user, "first", release)
+        await trio.testing.wait_all_tasks_blocked()
+        nursery.start_soon(user, "second")
+        await trio.testing.wait_all_tasks_blocked()
+        nursery.start_soon(user, "third")
+        await trio.testing.wait_all_tasks_blocked()
         assert order == ["first"]
+        release.set()
     assert order == ["first", "second", "third"]
 
 

@@ -614,15 +614,15 @@ class Room:
                     blocks = [TextBlock(text) if isinstance(b, TextBlock) else b for b in blocks]
                     blocks = [b for b in blocks if not (isinstance(b, TextBlock) and not b.text)]
                 draft = msgspec.structs.replace(draft, blocks=blocks, visible_to=list(audience))
-            # A turn's last words record what they answer, in their own row: a host that takes the room over after
-            # a crash knows which lines still wait (leased.py), however the reply and later lines interleaved.
-            # Last words: a text, or the results of a round whose tool ended the turn (a handoff).
             if draft.kind == "tool_call" and all(b.name in ASSIGNING for b in draft.blocks
                                                  if isinstance(b, ToolCallBlock)):
                 # Its tools' first act is to post their task (commander.py, _assign): it commits in that transaction.
                 # Every call of a round gets a result posted, also when it is stopped (engine/runner.py, _run_calls).
                 self.bus.hold(draft)
                 return None
+            # A turn's last words record what they answer, in their own row: a host that takes the room over after
+            # a crash knows which lines still wait (leased.py), however the reply and later lines interleaved.
+            # Last words: a text, or the results of a round whose tool ended the turn (a handoff).
             last = draft.kind == "text" or (draft.kind == "tool_result" and member.partition.ending)
             answers = member.partition.read_seq if last else None
             if at_once and draft.kind == "text" and not handed and not member.partition.unread:

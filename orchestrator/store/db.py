@@ -465,13 +465,18 @@ def _insert(db: sqlite_utils.Database, room_id: str, drafts: list[Draft], epoch:
         raise KeyError(f"no room {room_id!r}")
     seq, ts = found
     messages = []
-    for draft in drafts:
+    for draft, answer in zip(drafts, answering(answers, len(drafts))):
         now = time.time()
         seq, ts = seq + 1, now if now > ts else ts + 1e-6
         m = _message(room_id, seq, ts, draft)
-        conn.execute(_INSERT_ROW, _row(m, epoch, answers[len(messages)] if len(messages) < len(answers) else None))
+        conn.execute(_INSERT_ROW, _row(m, epoch, answer))
         messages.append(m)
     return messages
+
+
+def answering(answers: Sequence[int | None], n: int) -> Sequence[int | None]:
+    """What each of `n` drafts answers (`append_many`'s `answers`, of both stores): missing ones answer nothing."""
+    return answers if len(answers) >= n else [*answers, *[None] * (n - len(answers))]
 
 
 # The room's last seq and ts: its newest message's (the end of the (room, seq) index, a read), or the mark healing

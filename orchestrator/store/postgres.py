@@ -20,7 +20,8 @@ from orchestrator.core.errors import InputError
 from orchestrator.core.types import BLOCK_DECODER, Draft, Message
 from orchestrator.store import heal, pg_schema
 from orchestrator.store.db import (
-    _ANSWERED, _INSERT_MESSAGE, _OBJECT, _STRINGS, RoomRecord, Side, TaskRecord, _json, _task_row, message_id,
+    _ANSWERED, _INSERT_MESSAGE, _OBJECT, _STRINGS, RoomRecord, Side, TaskRecord, _json, _task_row, answering,
+    message_id,
 )
 from orchestrator.store.lease import Fenced, InboxLine, Lease
 from orchestrator.store.schema import UnusableDatabase
@@ -408,13 +409,13 @@ def _insert(c: Any, room_id: str, drafts: list[Draft], epoch: int | None,
         raise KeyError(f"no room {room_id!r}")
     seq, ts = found
     messages, rows = [], []
-    for draft in drafts:
+    for draft, answer in zip(drafts, answering(answers, len(drafts))):
         now = time.time()
         seq, ts = seq + 1, now if now > ts else ts + 1e-6
         m = Message(id=message_id(), room=room_id, seq=seq, ts=ts, **msgspec.structs.asdict(draft))
         rows.append(msgspec.structs.asdict(m) | {
             "blocks": _json(m.blocks), "visible_to": _json(m.visible_to), "replaces": _json(m.replaces),
-            "epoch": epoch, "answers": answers[len(messages)] if len(messages) < len(answers) else None})
+            "epoch": epoch, "answers": answer})
         messages.append(m)
     with c.cursor() as cur:
         cur.executemany(_INSERT, rows)
