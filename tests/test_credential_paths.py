@@ -53,8 +53,8 @@ def test_file_tools_do_not_write_git_hooks_or_config(tmp_path):
     (tmp_path / ".git" / "config").write_text("[core]\n")
     session = ToolSession(tmp_path)
     for rel in (".git/config", ".git/hooks/pre-commit", "sub/.git/hooks/post-checkout"):
-        with pytest.raises(ToolError, match="git hook or git config"):
-            _write(session, rel, tmp_path / rel, "[core]\n\tfsmonitor = touch /tmp/x\n", None)
+        with pytest.raises(ToolError, match="git runs what it configures"):
+            _write(session, rel, tmp_path / rel, "[core]\n\tfsmonitor = touch /tmp/x\n", None, ())
     assert (tmp_path / ".git" / "config").read_text() == "[core]\n"
     assert "[core]" in _read(session, ".git/config")[1]  # reading stays allowed
 
@@ -64,5 +64,6 @@ def test_edit_file_does_not_change_git_config_either(tmp_path):
 
     (tmp_path / ".git").mkdir()
     (tmp_path / ".git" / "config").write_text("[core]\n\tbare = false\n")
-    with pytest.raises(ToolError, match="git hook or git config"):
-        _edit(ToolSession(tmp_path), ".git/config", tmp_path / ".git/config", "bare = false", "fsmonitor = x", None)
+    with pytest.raises(ToolError, match="git runs what it configures"):
+        _edit(ToolSession(tmp_path), ".git/config", tmp_path / ".git/config", "bare = false", "fsmonitor = x", None,
+              ())

@@ -55,6 +55,7 @@ from orchestrator.tools.builtin import BUILTIN, ROOM_TOOLS, tool_names
 from orchestrator.tools.jail import Settings, SettingsError
 from orchestrator.tools.kb_tool import kb_tool
 from orchestrator.tools.memory_tool import memory_tool
+from orchestrator.tools.sandbox import store_files
 from orchestrator.tools.session import Answer, ToolSession
 from orchestrator.trace import semconv as sc
 from orchestrator.trace.spans import OFF, Span, active, current, root
@@ -117,7 +118,8 @@ class Room:
         self.meter = self._new_meter()
         room_sandbox, agent_sandbox = _sandboxes(team, workspace)
         self.tool_session = ToolSession(workspace, ask=self.questions.ask, spawn=self.spawn_job,
-                                        sandbox=room_sandbox, agent_sandbox=agent_sandbox)
+                                        sandbox=room_sandbox, agent_sandbox=agent_sandbox,
+                                        private=_store_files(store))
         self.memory = Memory(store)
         self.knowledge: KnowledgeBase | None = None  # opened with the room
         self.models: Catalog | None = None  # real windows and compaction points by model string
@@ -567,6 +569,8 @@ class Room:
             assert done is not None
             if done.stop_reason == "max_tokens":
                 await self._cut_off(member, agent, done)
+            if self.tool_session.guard is not None and (said := self.tool_session.guard.report(member.name)):
+                await self.notice(said, [USER])
             return done
 
     def _spent(self, agent: Agent, ev: CallUsage | ToolEnd) -> UsageRow:
@@ -757,6 +761,11 @@ def _explain(exc: ProviderError) -> str:
     retried = "retried until the attempts ran out" if exc.retryable else "not retried"
     hint = " Check the API key and the account." if exc.account else ""
     return f"{where}the model call failed ({exc.kind}, {retried}): {str(exc).rstrip('.')}.{hint}"
+
+
+def _store_files(store: Store) -> tuple[Path, ...]:
+    """The database file and its companions, for no command or tool to see (a PostgreSQL store has none)."""
+    return store_files(Path(store.name)) if isinstance(store, Store) and store.name != ":memory:" else ()
 
 
 def _sandboxes(team: Team, workspace: Path) -> tuple[Settings, dict[str, Settings]]:

@@ -13,7 +13,8 @@ import trio
 
 from orchestrator.core.documents import DocumentError, document_text
 from orchestrator.tools.base import Tool, ToolContext, ToolError
-from orchestrator.tools.sandbox import Opened, open_checked, still_single, replace, resolve, shown, \
+from orchestrator.tools import guard
+from orchestrator.tools.sandbox import Opened, open_checked, protection, still_single, replace, resolve, shown, \
     stat_checked
 from orchestrator.tools.reads import ReadState, read_state as _state
 from orchestrator.tools.session import ToolSession
@@ -171,14 +172,27 @@ def _same_target(raw: str, f: Opened, path: Path) -> None:
         raise ToolError(f"{raw}: changed while being written (a symbolic link on the way moved); try again")
 
 
+async def _allowed(ctx: ToolContext, path: Path, tool: str) -> tuple[Path, ...]:
+    """A protected path (a git file, an editor's settings, the orchestrator's own, a home's startup file)
+    is written only when the user says yes, as for a command's `writable`; () when it is not protected."""
+    why = protection(ctx.session, path)
+    if why is None:
+        return ()
+    if not await ctx.session.confirm(ctx.agent, f"write:{path}", f"{tool} {shown(ctx.session, path)}\n"
+                                                                  f"(wants to write {why})"):
+        raise ToolError(f"{shown(ctx.session, path)}: refused: {why}; the user did not allow writing it")
+    return (path,)
+
+
 class WriteArgs(msgspec.Struct, forbid_unknown_fields=True):
     path: str
     content: str
 
 
-def _write(session: ToolSession, raw: str, path: Path, content: str, seen: ReadState | None) -> tuple[ReadState, bool]:
+def _write(session: ToolSession, raw: str, path: Path, content: str, seen: ReadState | None,
+           allowed: tuple[Path, ...]) -> tuple[ReadState, bool]:
     data = content.encode("utf-8")
-    with open_checked(session, raw, "write") as f:
+    with open_checked(session, raw, "write", allowed=allowed) as f:
         _same_target(raw, f, path)
         if f.fd is not None:
             _check_fresh(raw, seen, _current(raw, f)[1])
@@ -189,9 +203,12 @@ def _write(session: ToolSession, raw: str, path: Path, content: str, seen: ReadS
 async def write_file(args: WriteArgs, ctx: ToolContext) -> str:
     reads = ctx.session.reads
     path = await _io(resolve, ctx.session, args.path)
+    allowed = await _allowed(ctx, path, "write_file")
     async with reads.writing(path):
-        state, created = await _io(_write, ctx.session, args.path, path, args.content, reads.seen(ctx.agent, path))
+        state, created = await _io(_write, ctx.session, args.path, path, args.content, reads.seen(ctx.agent, path),
+                                   allowed)
         reads.record(ctx.agent, path, state)
+    await _io(guard.of(ctx.session).wrote, ctx.agent, path)
     return f"{'created' if created else 'overwrote'} {shown(ctx.session, path)} ({len(args.content)} characters)"
 
 
@@ -218,8 +235,8 @@ def _occurrences(text: str, old: str) -> list[int]:
 
 
 def _edit(session: ToolSession, raw: str, path: Path, old: str, new: str,
-          seen: ReadState | None) -> tuple[ReadState, int, int]:
-    with open_checked(session, raw, "edit") as f:
+          seen: ReadState | None, allowed: tuple[Path, ...]) -> tuple[ReadState, int, int]:
+    with open_checked(session, raw, "edit", allowed=allowed) as f:
         _same_target(raw, f, path)
         data, current = _current(raw, f)
         _check_fresh(raw, seen, current)
@@ -253,10 +270,12 @@ async def edit_file(args: EditArgs, ctx: ToolContext) -> str:
         raise ToolError(f"{args.path}: `old` and `new` are the same; nothing would change")
     reads = ctx.session.reads
     path = await _io(resolve, ctx.session, args.path)
+    allowed = await _allowed(ctx, path, "edit_file")
     async with reads.writing(path):
         state, first, last = await _io(_edit, ctx.session, args.path, path, args.old, args.new,
-                                       reads.seen(ctx.agent, path))
+                                       reads.seen(ctx.agent, path), allowed)
         reads.record(ctx.agent, path, state)
+    await _io(guard.of(ctx.session).wrote, ctx.agent, path)
     span = f"line {first}" if first == last else f"lines {first}-{last}"
     return f"edited {shown(ctx.session, path)}: replaced the one match; the new text is at {span}"
 

@@ -15,7 +15,6 @@ Network = Literal["ask", "allow", "deny"]
 SANDBOX_HOME = "/tmp/home"  # inside the sandbox's private /tmp: empty for every command
 SYSTEM_VISIBLE = ("/usr", "/bin", "/sbin", "/lib", "/lib32", "/lib64", "/libx32", "/etc", "/opt", "/var", "/srv",
                   "/nix", "/snap", "/run/systemd/resolve")
-GIT_PROTECTED = (".git/hooks", ".git/config")  # what runs code in the user's own git: read-only
 
 
 class SettingsError(ValueError):
@@ -80,6 +79,7 @@ class Confinement:
     readable: tuple[Path, ...] = ()  # the user's read grants
     hidden: tuple[Path, ...] = ()
     masked: tuple[Path, ...] = ()  # credential files and folders inside what stays visible
+    protected: tuple[Path, ...] = ()  # read-only inside what is writable: git's files, editors' settings ...
 
 
 class Backend(Protocol):
@@ -122,10 +122,11 @@ class Bubblewrap:
             a += ["--ro-bind", str(r), str(r)]
         for w in (c.workspace, *c.writable):
             a += ["--bind", str(w), str(w)]
-        for p in GIT_PROTECTED:
-            target = c.workspace / p
-            if os.path.lexists(target):
-                a += ["--ro-bind", str(target), str(target)]
+        # After the writable binds, so a writable folder cannot uncover them; bound by name, so a rename
+        # inside the command cannot move the protection away (a mount point cannot be renamed).
+        for p in c.protected:
+            if os.path.lexists(p):
+                a += ["--ro-bind", str(p), str(p)]
         shown = (c.workspace, *c.writable, *c.readable)
         for h in c.hidden:  # the app's data or a home inside a visible folder: emptied
             if os.path.isdir(h) and not os.path.islink(h) and any(h.is_relative_to(v) and h != v for v in shown):

@@ -5,7 +5,7 @@ from __future__ import annotations
 import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Callable, Sequence
+from typing import Awaitable, Callable, Sequence
 
 import trio
 
@@ -86,7 +86,9 @@ class JobTable:
         self._jobs: dict[str, Job] = {}
         self._folder: Path | None = None  # made on first use, under the system temp dir
 
-    async def start(self, command: str | Sequence[str], *, cwd: Path, timeout: float) -> Job:
+    async def start(self, command: str | Sequence[str], *, cwd: Path, timeout: float,
+                    ended: Callable[[Job], Awaitable[None]] | None = None) -> Job:
+        """Start `command` in the background; `ended` runs (shielded) once it is gone, however it ended."""
         if self._spawn is None:
             raise ToolError("background jobs need a room; run the command without background")
         if self._folder is None:
@@ -95,7 +97,7 @@ class JobTable:
         job_id = f"job{len(self._jobs) + 1}"
         job = Job(job_id, await JobLog.create(self._folder / f"{job_id}.log"), timeout)
         self._jobs[job_id] = job
-        self._spawn(self._run, job, command, cwd)
+        self._spawn(self._run, job, command, cwd, ended)
         return job
 
     def get(self, job_id: str) -> Job:
@@ -112,7 +114,8 @@ class JobTable:
             await job.done.wait()
         return job
 
-    async def _run(self, job: Job, command: str | Sequence[str], cwd: Path) -> None:
+    async def _run(self, job: Job, command: str | Sequence[str], cwd: Path,
+                   ended: Callable[[Job], Awaitable[None]] | None) -> None:
         try:
             with job.scope:
                 job.result = await run_command(command, cwd=cwd, timeout=job.timeout, sink=job.output.write,
@@ -126,5 +129,7 @@ class JobTable:
                 job.fate = "stopped with the room"
             job.ended = trio.current_time()
             with trio.CancelScope(shield=True):
+                if ended is not None:  # before the log closes: what it says reaches job_output too
+                    await ended(job)
                 await job.output.close()
             job.done.set()

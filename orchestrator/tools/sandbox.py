@@ -9,13 +9,14 @@ import os
 import pwd
 import secrets
 import stat
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
 from functools import cache, cached_property
 from pathlib import Path
 from typing import Literal
 
+from orchestrator.tools import protected
 from orchestrator.tools.base import ToolError
 from orchestrator.tools.session import ToolSession
 
@@ -69,12 +70,29 @@ def homes() -> tuple[Path, ...]:
 
 
 def app_data_folders() -> tuple[Path, ...]:
-    """Where the application keeps its database: the default data folder and ORCHESTRATOR_DB's folder."""
-    base = Path(os.environ.get("XDG_DATA_HOME") or Path.home() / ".local" / "share")
-    folders = [base / "orchestrator"]
-    if db := os.environ.get("ORCHESTRATOR_DB"):
+    """Where the application keeps what agents must never see: the default data folder (databases, kept
+    runs, default workspaces), ORCHESTRATOR_DB's folder, the settings folder (config.toml and the trust
+    store: keys, and which folders the user trusts) and the cache (the skill scanner's verdicts)."""
+    env = os.environ
+    data = Path(env.get("XDG_DATA_HOME") or Path.home() / ".local" / "share")
+    config = Path(env.get("XDG_CONFIG_HOME") or Path.home() / ".config")
+    cache = Path(env.get("XDG_CACHE_HOME") or Path.home() / ".cache")
+    folders = [data / "orchestrator", config / "orchestrator", cache / "orchestrator"]
+    if db := env.get("ORCHESTRATOR_DB"):
         folders.append(Path(db).parent)
+    if explicit := env.get("ORCHESTRATOR_CONFIG"):
+        folders.append(Path(explicit).expanduser())
     return tuple(dict.fromkeys(Path(os.path.realpath(f)) for f in folders))
+
+
+STORE_SUFFIXES = ("", "-wal", "-shm", "-journal")  # an SQLite database and the files beside it
+
+
+def store_files(database: Path) -> tuple[Path, ...]:
+    """A database file and the files SQLite keeps beside it, wherever `--db` put it."""
+    real = Path(os.path.realpath(database))
+    return tuple(dict.fromkeys(p.with_name(p.name + s) for p in (Path(os.path.abspath(database)), real)
+                               for s in STORE_SUFFIXES))
 
 
 @dataclass(frozen=True)
@@ -90,6 +108,7 @@ class Rules:
     def of(cls, session: ToolSession, *, writing: bool = False) -> Rules:
         areas = [(p, "a system folder") for p in _system_folders()]
         areas += [(p, "the application's own data folder") for p in app_data_folders()]
+        areas += [(p, "the room's database") for p in session.private]
         readable = tuple(session.readable)
         roots = (session.workspace, *session.grants, *(() if writing else readable))
         return cls(session.workspace, roots, homes(), tuple(areas), readable)
@@ -344,16 +363,19 @@ def _hard_links(raw: str, st: os.stat_result) -> ToolError:
 
 
 @contextmanager
-def open_checked(session: ToolSession, raw: str, mode: Mode) -> Iterator[Opened]:
+def open_checked(session: ToolSession, raw: str, mode: Mode, *, allowed: Sequence[Path] = ()) -> Iterator[Opened]:
     """The one way tools open paths. `mode`: "file" an existing regular file; "folder" an existing folder;
     "any" either; "write" the folder (made if missing) with the file opened for reading if it exists;
-    "edit" an existing regular file about to be replaced. "write" and "edit" refuse git hooks and git
-    config. Regular files must have a single link. Everything is closed on exit."""
+    "edit" an existing regular file about to be replaced. "write" and "edit" refuse what runs code later
+    outside the sandbox (protected.py: git's files, editors' settings, the orchestrator's own, home
+    startup files) unless it lies in `allowed`, what the user said yes to. Regular files must have a
+    single link. Everything is closed on exit."""
     path = resolve(session, raw, writing=mode in ("write", "edit"))
     if path == Path("/"):
         raise ToolError(f"{raw}: refused: the file system root")
-    if mode in ("write", "edit") and (why := _runs_in_git(session, path)):
-        raise ToolError(f"{raw}: refused: {why}; agents do not write it (the user's own git would run it)")
+    if mode in ("write", "edit") and not any(path.is_relative_to(a) for a in allowed) \
+            and (why := protection(session, path)):
+        raise ToolError(f"{raw}: refused: {why}; agents do not write it unless the user allows it")
     folder = _walk_to(raw, path.parent, create=mode == "write")
     fd = None
     try:
@@ -395,17 +417,21 @@ def open_checked(session: ToolSession, raw: str, mode: Mode) -> Iterator[Opened]
         os.close(folder)
 
 
-def _runs_in_git(session: ToolSession, path: Path) -> str | None:
-    """Why writing `path` would plant a program in a repository's git (a hook, or a config key such as
-    core.fsmonitor that git runs), or None. The shell's sandbox keeps the same two read-only."""
+def protection(session: ToolSession, path: Path) -> str | None:
+    """Why writing `path` would plant something that runs later outside the sandbox, or None: a protected
+    name in a workspace or grant (protected.reason), or a home's startup or settings file."""
     for root in (session.workspace, *session.grants):
-        if not path.is_relative_to(root):
-            continue
-        parts = path.relative_to(root).parts
-        for i, part in enumerate(parts[:-1]):
-            if part == ".git" and (parts[i + 1] == "hooks" or parts[i + 1:] == ("config",)):
-                return "a git hook or git config"
+        if why := protected.reason(root, path):
+            return why
+    for target in protected.home_targets((session.workspace, *session.grants), homes()):
+        if path.is_relative_to(target):
+            return f"{target}: {protected.WHY['home']}"
     return None
+
+
+def walk_to_folder(folder: Path) -> int:
+    """An fd of `folder`, reached from / without following any link (OSError-free: ToolError)."""
+    return _walk_to(str(folder), folder, create=False)
 
 
 def stat_checked(session: ToolSession, raw: str) -> tuple[Path, os.stat_result]:
@@ -483,3 +509,4 @@ def _walk(rules: Rules, path: Path, fd: int) -> Iterator[tuple[Path, int, list[s
             yield from _walk(rules, path / name, child)
         finally:
             os.close(child)
+

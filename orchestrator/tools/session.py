@@ -8,7 +8,7 @@ reaches the jobs and an answer to "may I run this?" reaches the person in front 
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Awaitable, Callable, Literal
+from typing import Any, Awaitable, Callable, Literal
 
 from orchestrator.tools.jail import Settings
 from orchestrator.tools.jobs import JobTable
@@ -25,7 +25,7 @@ async def _nobody(agent: str, category: str, summary: str) -> Answer:
 class ToolSession:
     def __init__(self, workspace: Path, *, grants: list[Path] = (), ask: Asker = _nobody,
                  spawn: Callable[..., None] | None = None, sandbox: Settings = Settings(),
-                 agent_sandbox: dict[str, Settings] | None = None):
+                 agent_sandbox: dict[str, Settings] | None = None, private: tuple[Path, ...] = ()):
         self.workspace = Path(workspace).resolve()
         self.grants = [Path(g).resolve() for g in grants]  # folders the user granted besides the workspace
         self.readable: list[Path] = []  # activated skills' folders: tools may read them, never write
@@ -36,6 +36,8 @@ class ToolSession:
         self.allowed: set[tuple[str, str]] = set()  # (agent, category) answered "this run"
         self.reads = ReadLedger()  # per (agent, path): what it last read or wrote
         self.jobs = JobTable(spawn)  # background shell jobs, stopped with the group
+        self.private = tuple(private)  # files no tool and no command may see (the room's database)
+        self.guard: Any = None  # guard.of(session): what runs later outside the sandbox, made at first use
 
     def sandbox_for(self, agent: str) -> Settings:
         return self.agent_sandbox.get(agent, self.sandbox)

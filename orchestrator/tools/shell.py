@@ -3,6 +3,7 @@ sandbox of tools/jail.py, in the foreground or as a background job) and job_stat
 from __future__ import annotations
 
 import os
+from functools import cache
 from pathlib import Path
 from typing import Annotated, Sequence
 
@@ -14,7 +15,9 @@ from orchestrator.tools.base import Tool, ToolContext, ToolError, ToolOutput
 from orchestrator.tools.jail import SYSTEM_VISIBLE, Confinement, backend
 from orchestrator.tools.process import OUTPUT_CAP, SHELL, command_env, run_command
 from orchestrator.tools.risk import OPAQUE, UNSANDBOXED, Risk, assess
-from orchestrator.tools.sandbox import CREDENTIALS, app_data_folders, homes, resolve
+from orchestrator.tools import guard
+from orchestrator.tools.jobs import Job
+from orchestrator.tools.sandbox import CREDENTIALS, app_data_folders, homes, protection, resolve, shown
 from orchestrator.tools.session import ToolSession
 
 log = logger(__name__)
@@ -25,6 +28,7 @@ JOB_TIMEOUT = 3_600.0
 MAX_JOB_TIMEOUT = 86_400.0
 MAX_COMMAND = 100_000  # characters; longer text belongs in a script file
 _CLASSIFY = trio.CapacityLimiter(2)  # reading a long command is CPU work: off the event loop
+_GUARD = trio.CapacityLimiter(4)  # the looks at the workspace before and after a command
 
 
 # --- the tools ------------------------------------------------------------------------------
@@ -85,10 +89,15 @@ async def bash(args: BashArgs, ctx: ToolContext) -> ToolOutput | str:
     if settings.enabled and settings.network != "deny" and (args.network or verdict.network):
         network = settings.network == "allow" or await ctx.session.confirm(
             ctx.agent, "network", f"{command}\n(wants the network{where})")
-    writable = _writable(ctx.session, args.writable)
+    writable, lifted = _writable(ctx.session, args.writable)
     for path in writable:
         if not await ctx.session.confirm(ctx.agent, f"write:{path}", f"{command}\n(wants to write to {path}{where})"):
             return ToolOutput(f"The user denied writing to {path}; the command did not run.", is_error=True)
+    for path, why in lifted:
+        if not await ctx.session.confirm(ctx.agent, f"write:{path}",
+                                         f"{command}\n(wants to write {why}{where})"):
+            return ToolOutput(f"The user denied writing {shown(ctx.session, path)}; the command did not run.",
+                              is_error=True)
     # Opaque text runs contained; with the network, or with nothing around it, it asks like any risk.
     late = [r for r in verdict.risks if r.category == OPAQUE and (network or not settings.enabled)]
     if not settings.enabled and not verdict.risks:
@@ -97,21 +106,45 @@ async def bash(args: BashArgs, ctx: ToolContext) -> ToolOutput | str:
         if denied := await _ask(ctx, risk, where, command):
             return denied
     argv: str | list[str] = command
+    watch = None
     if settings.enabled:
-        argv = jail.argv([SHELL, "-c", command], confinement(ctx.session, cwd, network,
-                                                               (*settings.writable, *writable)))
+        roots = tuple(w for w in (*settings.writable, *writable) if w.exists())
+        watch = guard.of(ctx.session)
+        seen = await trio.to_thread.run_sync(watch.before, ctx.agent, roots, limiter=_GUARD)
+        lifts = [p for p, _ in lifted]
+        argv = jail.argv([SHELL, "-c", command], confinement(ctx.session, cwd, network, roots,
+                                                               seen.read_only(lifts)))
+
+        async def checked() -> str:
+            outcome = await trio.to_thread.run_sync(watch.after, ctx.agent, seen, lifts, roots, limiter=_GUARD)
+            return outcome.note(ctx.workspace)
 
     if args.background:
-        job = await ctx.session.jobs.start(argv, cwd=cwd, timeout=timeout)
+        if watch is not None:
+            watch.jobs += 1
+
+        async def ended(job: Job) -> None:
+            watch.jobs -= 1
+            if note := await checked():
+                await job.output.write(f"\n{note}\n".encode())
+
+        job = await ctx.session.jobs.start(argv, cwd=cwd, timeout=timeout, ended=ended if watch else None)
         return (f"Started background job {job.id} (stopped after {timeout:g} s or when the room stops). "
                 f"Check it with job_status, read it with job_output, stop it with job_kill.")
-    result = await run_command(argv, cwd=cwd, timeout=timeout)
+    try:
+        result = await run_command(argv, cwd=cwd, timeout=timeout)
+    finally:
+        if watch is not None:
+            with trio.CancelScope(shield=True):  # a stopped command is checked too: it may have written
+                after = await checked()
     if result.timed_out:
         footer = f"[timed out after {timeout:g} s; it and everything it started were stopped]"
     elif result.returncode < 0:
         footer = f"[killed by signal {-result.returncode}]"
     else:
         footer = f"[exit code {result.returncode}]"
+    if watch is not None and after:
+        footer = f"{footer}\n{after}"
     return ToolOutput(f"{result.output or '(no output)'}\n{footer}", is_error=result.returncode != 0)
 
 
@@ -129,42 +162,130 @@ async def _ask(ctx: ToolContext, risk: Risk, where: str, command: str) -> ToolOu
 _UNSANDBOXED = Risk(UNSANDBOXED, "the sandbox is off (sandbox: off), so nothing contains it")
 
 
-def _writable(session: ToolSession, raw: list[str]) -> list[Path]:
-    """Folders the model asks to write besides the workspace: admitted by the path sandbox, existing."""
-    out = []
+def _writable(session: ToolSession, raw: list[str]) -> tuple[list[Path], list[tuple[Path, str]]]:
+    """Folders the model asks to write besides the workspace (admitted by the path sandbox, existing), and
+    protected paths in the workspace it asks to write, each with why it is protected."""
+    out, lifted = [], []
     for r in raw:
         path = resolve(session, r)
+        if path.is_relative_to(session.workspace):
+            if why := protection(session, path):
+                lifted.append((path, why))
+            elif not path.is_dir():
+                raise ToolError(f"writable {r!r} is not an existing folder")
+            continue
         if not path.is_dir():
             raise ToolError(f"writable {r!r} is not an existing folder")
-        if not path.is_relative_to(session.workspace):
-            out.append(path)
-    return out
+        out.append(path)
+    return out, lifted
 
 
 def _toolchains() -> list[Path]:
-    """The folders of PATH outside the system's, to be visible read-only, so a venv's python, pyenv's shims
-    or ~/.cargo/bin's tools still run: a virtual environment comes whole (its bin needs its lib), and a
-    tool manager in a home folder (~/.pyenv, ~/.cargo, ~/.nvm) too; credentials in them stay masked."""
-    found = []
+    """What PATH's folders outside the system need, to be visible read-only, so a venv's python, pyenv's
+    shims or ~/.cargo/bin's tools still run: each folder itself and, for what is in it, the prefix each
+    program really lives in (a link's target, a script's interpreter, a venv's base Python), never a
+    whole first-level folder of a home; credentials in them stay masked."""
+    found: list[Path] = []
     for entry in command_env()["PATH"].split(os.pathsep):
         path = Path(entry)
-        if not path.is_absolute() or not path.is_dir() or any(path.is_relative_to(s) for s in _SYSTEM_PATHS):
+        if not path.is_absolute() or not path.is_dir() or _in_system(path):
             continue
-        home = next((h for h in homes() if path.is_relative_to(h) and path != h), None)
-        if home is not None:
-            path = home / path.relative_to(home).parts[0]
-        elif (path.parent / "pyvenv.cfg").exists():
-            path = path.parent
-        found.append(path)
-    return list(dict.fromkeys(found))
+        found += _toolchain(path)
+    return [p for p in dict.fromkeys(found) if p not in homes()]
+
+
+def _in_system(path: Path) -> bool:
+    return any(path.is_relative_to(s) for s in _SYSTEM_PATHS)
+
+
+def _toolchain(folder: Path) -> list[Path]:
+    try:
+        mtime = folder.stat().st_mtime_ns
+    except OSError:
+        return []
+    found = list(_toolchain_of(folder, mtime))
+    # a version manager's shims run the manager, which lives in the folder above (~/.pyenv/shims: ~/.pyenv)
+    if folder.name == "shims":
+        found.append(folder.parent)
+    if (folder / "rustup").exists():  # rustup's proxies run the toolchains under RUSTUP_HOME
+        found.append(Path(os.environ.get("RUSTUP_HOME") or Path.home() / ".rustup"))
+    return [p for p in found if p.is_dir()]
+
+
+@cache
+def _toolchain_of(folder: Path, mtime_ns: int) -> tuple[Path, ...]:
+    del mtime_ns  # part of the key: a folder that changed is looked at again
+    out = [folder]
+    if (folder.parent / "pyvenv.cfg").is_file():  # a venv's bin needs its lib and its base Python
+        out += [folder.parent, *_venv_base(folder.parent)]
+    try:
+        programs = list(os.scandir(folder))[:_MAX_PROGRAMS]
+    except OSError:
+        programs = []
+    for e in programs:
+        try:
+            real = Path(os.path.realpath(e.path))
+            if not real.is_file():
+                continue
+        except OSError:
+            continue
+        for target in (real, _interpreter(real)):
+            if target is None or _in_system(target) or target.is_relative_to(folder):
+                continue
+            prefix = _prefix(target)
+            out.append(prefix)
+            if (prefix / "pyvenv.cfg").is_file():
+                out += _venv_base(prefix)
+    return tuple(dict.fromkeys(out))
+
+
+_MAX_PROGRAMS = 2_000  # entries of one PATH folder looked into
+
+
+def _prefix(program: Path) -> Path:
+    """Where a program's installation lives: the folder above its bin/, else its own folder."""
+    return program.parent.parent if program.parent.name in ("bin", "sbin") else program.parent
+
+
+def _interpreter(program: Path) -> Path | None:
+    """The real interpreter a script's #! line names (not one found through env), or None."""
+    try:
+        with open(program, "rb") as f:
+            head = f.read(256)
+    except OSError:
+        return None
+    if not head.startswith(b"#!"):
+        return None
+    words = head[2:].split(b"\n", 1)[0].split()
+    if not words or os.fsdecode(words[0]).endswith("/env"):
+        return None  # env finds it on PATH, whose folders are looked at themselves
+    real = Path(os.path.realpath(os.fsdecode(words[0])))
+    return real if real.is_file() else None
+
+
+def _venv_base(venv: Path) -> list[Path]:
+    """A virtual environment's base Python: the prefix of the interpreter pyvenv.cfg's `home` names."""
+    try:
+        lines = (venv / "pyvenv.cfg").read_text(errors="replace").splitlines()
+    except OSError:
+        return []
+    for line in lines:
+        key, _, value = line.partition("=")
+        if key.strip() == "home" and value.strip():
+            home = Path(value.strip())
+            out = [_prefix(home / "python"), *(_prefix(Path(os.path.realpath(p))) for p in home.glob("python3*"))]
+            return [p for p in dict.fromkeys(out) if not _in_system(p)]
+    return []
 
 
 _SYSTEM_PATHS = tuple(Path(p) for p in SYSTEM_VISIBLE)
 
 
-def confinement(session: ToolSession, cwd: Path, network: bool, writable: Sequence[Path]) -> Confinement:
-    """What one command may touch: the workspace and `writable` read-write, the user's read grants
-    read-only, the app's data emptied, credential files masked wherever they stay visible."""
+def confinement(session: ToolSession, cwd: Path, network: bool, writable: Sequence[Path],
+                protected: Sequence[Path] = ()) -> Confinement:
+    """What one command may touch: the workspace and `writable` read-write except `protected`, the user's
+    read grants and toolchains read-only, the app's data emptied, credential files and the room's database
+    masked wherever they stay visible."""
     hidden = (*homes(), *app_data_folders())
     readable = [p for p in (*session.grants, *_toolchains()) if p.exists() and not p.is_relative_to(session.workspace)]
     visible = [p for p in (session.workspace, *writable, *readable) if p.exists()]
@@ -174,8 +295,10 @@ def confinement(session: ToolSession, cwd: Path, network: bool, writable: Sequen
             target = home.joinpath(*cred)
             if any(target.is_relative_to(v) for v in visible):
                 masked.append(target)
+    masked += [p for p in session.private if any(p.is_relative_to(v) for v in visible)]
     writable = tuple(w for w in writable if w.exists())
-    return Confinement(session.workspace, cwd, network, writable, tuple(readable), hidden, tuple(masked))
+    return Confinement(session.workspace, cwd, network, writable, tuple(readable), hidden, tuple(masked),
+                       tuple(protected))
 
 
 async def job_status(args: JobArgs, ctx: ToolContext) -> str:

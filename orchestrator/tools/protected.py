@@ -1,0 +1,264 @@
+"""What in a workspace runs code later outside the sandbox: git's metadata in every shape, files other tools
+run by themselves, the orchestrator's own configuration, and the build files that run when the user runs them.
+
+A Guard finds them before each command (to be bound read-only in the jail), compares after it (what a command
+created of them is set aside, renamed beside itself; what it changed of the build files is reported), and
+the file tools refuse writing them unless the user says yes. Names are protected, not just what exists:
+a `.git` rebuilt under a new name, or created where there was none, is new and is set aside.
+"""
+from __future__ import annotations
+
+import os
+import shlex
+import stat
+import time
+from collections.abc import Iterable, Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+
+# git runs what these configure (hooks, config keys, submodules) and hook managers run what they list
+GIT = frozenset({
+    ".git", ".gitmodules", ".pre-commit-config.yaml", ".husky", ".githooks",
+    "lefthook.yml", "lefthook.yaml", ".lefthook.yml", ".lefthook.yaml",
+    "lefthook-local.yml", "lefthook-local.yaml", ".lefthook-local.yml", ".lefthook-local.yaml",
+})
+# editors, dev containers and environment managers run these on their own when the folder is opened or entered
+OPENED = frozenset({
+    ".vscode", ".devcontainer", ".devcontainer.json", ".idea", ".zed", ".fleet", ".envrc", ".direnv",
+    ".exrc", ".nvimrc", ".nvim.lua", ".dir-locals.el", ".dir-locals-2.el",
+    "mise.toml", ".mise.toml", "mise.local.toml", ".mise.local.toml", ".mise",
+})
+OPENED_SUFFIXES = (".code-workspace",)
+# the orchestrator's own: agent definitions picked up from the folder, and project skills
+OWN_ANYWHERE = frozenset({".agents"})
+OWN_AT_ROOT = frozenset({"agents"})
+# run when the user runs make, pytest, npm, cargo ...: left writable (agents edit them as their work), reported
+BUILD = frozenset({
+    "Makefile", "makefile", "GNUmakefile", "conftest.py", "pytest.ini", "tox.ini", "noxfile.py", "setup.py",
+    "setup.cfg", "pyproject.toml", "package.json", ".npmrc", ".yarnrc", ".yarnrc.yml", ".pnpmfile.cjs",
+    "justfile", "Justfile", ".justfile", "Taskfile.yml", "Taskfile.yaml", "CMakeLists.txt", "meson.build",
+    "build.gradle", "build.gradle.kts", "settings.gradle", "settings.gradle.kts", "gradlew", "pom.xml",
+    "Cargo.toml", "build.rs", "Rakefile", "Gemfile", "composer.json", "Dockerfile", "docker-compose.yml",
+    "compose.yaml", "compose.yml", "docker-compose.yaml", "Vagrantfile",
+})
+BUILD_SUFFIXES = (".mk",)
+# in a home folder that a command can write: the shell's startup, git's and the orchestrator's own settings,
+# and the programs the user's shell finds first
+HOME_FILES = (
+    ".bashrc", ".bash_profile", ".bash_login", ".bash_logout", ".profile", ".zshrc", ".zshenv", ".zprofile",
+    ".zlogin", ".zlogout", ".cshrc", ".tcshrc", ".kshrc", ".mkshrc", ".inputrc", ".pam_environment",
+    ".xprofile", ".xinitrc", ".xsession", ".gitconfig", ".ssh", ".gnupg", ".local/bin", ".config/git",
+    ".config/fish", ".config/orchestrator", ".config/autostart", ".config/systemd", ".config/environment.d",
+    ".config/nvim", ".vimrc", ".emacs", ".emacs.d", ".config/direnv", ".config/mise", ".pythonrc",
+    ".npmrc", ".cargo/config.toml", ".cargo/config", ".local/share/orchestrator",
+)
+# git config keys whose value names a program git runs; a program inside the workspace is protected too
+_PROGRAM_KEYS = ("fsmonitor", "sshcommand", "editor", "pager", "external", "command", "clean", "smudge",
+                 "process", "driver", "helper", "program", "textconv", "askpass", "hookspath")
+# what stays read-only in a .git the user let a command write (commits, branches): what git runs or
+# follows, and the other repositories it holds
+GIT_INNER = ("hooks", "config", "config.worktree", "commondir", "modules", "worktrees")
+MAX_CONFIG = 1 << 20  # bytes of a git config read for program paths
+
+
+def kind(name: str, at_root: bool) -> str | None:
+    """Why a file or folder of this name is protected ("git", "opened", "own"), or None."""
+    if name in GIT:
+        return "git"
+    if name in OPENED or name.endswith(OPENED_SUFFIXES):
+        return "opened"
+    if name in OWN_ANYWHERE or (at_root and name in OWN_AT_ROOT):
+        return "own"
+    return None
+
+
+def is_build(name: str) -> bool:
+    return name in BUILD or name.endswith(BUILD_SUFFIXES)
+
+
+WHY = {
+    "git": "git runs what it configures (hooks, config, submodules)",
+    "opened": "an editor, dev container or environment tool runs what it configures",
+    "own": "it configures the orchestrator itself (agents, skills)",
+    "home": "a startup or settings file of the user's own programs",
+}
+
+
+def reason(root: Path, path: Path) -> str | None:
+    """Why writing `path` (inside `root`) would plant something that runs later outside the sandbox, or None."""
+    if not path.is_relative_to(root):
+        return None
+    parts = path.relative_to(root).parts
+    for i, part in enumerate(parts):
+        if why := kind(part, i == 0):
+            return f"{Path(*parts[:i + 1])}: {WHY[why]}"
+    return None
+
+
+def home_targets(roots: Iterable[Path], homes: Iterable[Path]) -> list[Path]:
+    """The home files of HOME_FILES that lie inside a root a command can write."""
+    out = []
+    for h in homes:
+        for rel in HOME_FILES:
+            p = h / rel
+            if any(p.is_relative_to(r) for r in roots):
+                out.append(p)
+    return out
+
+
+@dataclass(frozen=True)
+class Entry:
+    path: Path
+    identity: tuple[int, int]  # (dev, ino) as lstat saw it: a moved folder keeps it, a rebuilt one does not
+    link: str | None  # a symbolic link's target, to restore it should a command replace the link
+
+
+@dataclass
+class Scan:
+    """One look at a workspace: its protected entries, its build files' states, and what to bind read-only."""
+    entries: dict[Path, Entry] = field(default_factory=dict)
+    builds: dict[Path, tuple[int, int, int, int]] = field(default_factory=dict)  # dev, ino, size, mtime_ns
+    extra: list[Path] = field(default_factory=list)  # resolved git dirs and programs git config names
+
+    def read_only(self, lifted: Iterable[Path] = ()) -> list[Path]:
+        """Real paths to bind read-only: protected entries (a link's target inside), then what git resolves."""
+        lifted = tuple(lifted)
+        out: list[Path] = []
+        for e in self.entries.values():
+            real = Path(os.path.realpath(e.path)) if e.link is not None else e.path
+            if not any(e.path.is_relative_to(w) for w in lifted):
+                out.append(real)
+            elif e.path.name == ".git" and real.is_dir():  # a writable .git still runs nothing new
+                out += [real / inner for inner in GIT_INNER
+                        if not any((e.path / inner).is_relative_to(w) and w != e.path for w in lifted)]
+        out += [p for p in self.extra if not any(p.is_relative_to(w) for w in lifted)]
+        return [p for p in dict.fromkeys(out) if os.path.lexists(p)]
+
+
+def scan(workspace: Path, homes: Iterable[Path] = (), roots: Iterable[Path] = ()) -> Scan:
+    """Walk `workspace` (no link followed) for protected names and build files; resolve each repository's
+    git dir, common dir and the programs its config names; add the home files inside `roots`."""
+    found = Scan()
+    for path, st in _walk(workspace, found.builds):
+        found.entries[path] = Entry(path, (st.st_dev, st.st_ino),
+                                    os.readlink(path) if stat.S_ISLNK(st.st_mode) else None)
+    for path in list(found.entries):
+        if path.name == ".git":
+            found.extra += _git_paths(workspace, path)
+    for p in home_targets((workspace, *roots), homes):
+        try:
+            st = os.lstat(p)
+        except OSError:
+            continue
+        found.entries[p] = Entry(p, (st.st_dev, st.st_ino), os.readlink(p) if stat.S_ISLNK(st.st_mode) else None)
+    return found
+
+
+def _walk(top: Path, builds: dict[Path, tuple[int, int, int, int]]) -> Iterator[tuple[Path, os.stat_result]]:
+    """Protected entries under `top` with their lstat; build files' states go to `builds`. Protected folders
+    are not entered (they are bound read-only whole), nor are links."""
+    stack = [(top, True)]
+    while stack:
+        folder, at_root = stack.pop()
+        try:
+            entries = list(os.scandir(folder))
+        except OSError:
+            continue
+        for e in entries:
+            name = e.name
+            if kind(name, at_root):
+                try:
+                    yield Path(e.path), e.stat(follow_symlinks=False)
+                except OSError:
+                    pass
+                continue
+            try:
+                if e.is_dir(follow_symlinks=False):
+                    stack.append((Path(e.path), False))
+                elif is_build(name) and e.is_file(follow_symlinks=False):
+                    st = e.stat(follow_symlinks=False)
+                    builds[Path(e.path)] = (st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns)
+            except OSError:
+                pass
+
+
+def _git_paths(workspace: Path, dotgit: Path) -> list[Path]:
+    """What a `.git` resolves to (a pointer's gitdir, a worktree's common dir) and the files its config names
+    as programs or includes, where they are a repository's or inside the workspace."""
+    out: list[Path] = []
+    gitdir = _pointed(dotgit) if dotgit.is_file() and not dotgit.is_symlink() else Path(os.path.realpath(dotgit))
+    if gitdir is None or not _is_git_dir(gitdir):
+        return out
+    if gitdir != dotgit:
+        out.append(gitdir)
+    dirs = [gitdir]
+    common = _read_small(gitdir / "commondir")
+    if common:
+        c = Path(os.path.realpath(gitdir / common.strip()))
+        if _is_git_dir(c):
+            out.append(c)
+            dirs.append(c)
+    top = dotgit.parent
+    for d in dirs:
+        out += _config_paths(workspace, top, d / "config")
+        out += _config_paths(workspace, top, d / "config.worktree")
+    return out
+
+
+def _pointed(pointer: Path) -> Path | None:
+    text = _read_small(pointer)
+    if not text or not text.startswith("gitdir:"):
+        return None
+    return Path(os.path.realpath(pointer.parent / text[len("gitdir:"):].strip()))
+
+
+def _is_git_dir(path: Path) -> bool:
+    return path.is_dir() and (path / "HEAD").is_file()
+
+
+def _read_small(path: Path) -> str | None:
+    try:
+        with open(path, "rb") as f:
+            return f.read(MAX_CONFIG).decode("utf-8", errors="replace")
+    except OSError:
+        return None
+
+
+def _config_paths(workspace: Path, top: Path, config: Path, depth: int = 0) -> list[Path]:
+    """Programs (core.fsmonitor, core.hooksPath, diff/filter/merge drivers, `!` aliases ...) and included
+    config files a git config names inside the workspace: git would run or read them unsandboxed."""
+    text = _read_small(config)
+    if text is None or depth > 5:
+        return []
+    out: list[Path] = []
+    section = ""
+    for raw in text.splitlines():
+        line = raw.strip()
+        if not line or line[0] in "#;":
+            continue
+        if line.startswith("["):
+            section = line[1:line.find("]")].split(" ", 1)[0].strip().lower() if "]" in line else ""
+            line = line[line.find("]") + 1:].strip() if "]" in line else ""
+            if not line:
+                continue
+        key, _, value = line.partition("=")
+        key, value = key.strip().lower(), value.strip().strip('"')
+        if not value:
+            continue
+        if key == "path" and section in ("include", "includeif"):
+            inc = Path(os.path.expanduser(value))
+            inc = inc if inc.is_absolute() else config.parent / inc
+            out.append(inc)
+            out += _config_paths(workspace, top, inc, depth + 1)
+        elif key.endswith(_PROGRAM_KEYS) or (section == "alias" and value.startswith("!")):
+            out += _program(top, value.lstrip("!"))
+    return [Path(os.path.realpath(p)) for p in out if Path(os.path.realpath(p)).is_relative_to(workspace)]
+
+
+def _program(top: Path, value: str) -> list[Path]:
+    try:
+        words = shlex.split(value)
+    except ValueError:
+        words = value.split()
+    return [Path(os.path.expanduser(w)) if os.path.isabs(os.path.expanduser(w)) else top / w
+            for w in words[:1] if "/" in w]

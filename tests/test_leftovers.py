@@ -1,0 +1,318 @@
+"""What a command leaves behind never runs later outside the sandbox: git's files in every shape, the files
+editors and environment tools run, the orchestrator's own configuration and a home's startup files stay
+read-only or are set aside, through the real bash tool and file tools with an asker that always denies; then
+the user's own git runs in the workspace and nothing planted runs."""
+import os
+import subprocess
+from pathlib import Path
+
+import pytest
+
+from orchestrator.tools import guard, protected
+from orchestrator.tools.base import ToolContext, ToolError, ToolOutput
+from orchestrator.tools.files import EDIT_FILE, READ_FILE, WRITE_FILE
+from orchestrator.tools.jail import backend
+from orchestrator.tools.session import ToolSession
+from orchestrator.tools.shell import BASH
+
+WHY = backend().unavailable()
+needs_jail = pytest.mark.skipif(WHY is not None, reason=f"no OS sandbox here: {WHY}")
+
+
+class Asker:
+    """Answers every question with `answer`; `risks`: what to answer the risk classifier's questions, so a
+    test can show the jail holds even when a user lets a risky command run (never the network)."""
+
+    def __init__(self, answer="deny", risks=None):
+        self.answer, self.risks, self.calls = answer, risks or answer, []
+
+    async def __call__(self, agent, category, summary):
+        self.calls.append((category, summary))
+        return self.answer if category.startswith("write:") or category == "network" else self.risks
+
+
+def ctx(session):
+    return ToolContext(agent="dev", call_id="c1", session=session)
+
+
+async def bash(session, command, **more) -> ToolOutput:
+    out = await BASH.run(BASH.parse({"command": command, **more}), ctx(session))
+    return out if isinstance(out, ToolOutput) else ToolOutput(out)
+
+
+def git(ws, *argv, env):
+    return subprocess.run(["git", *argv], cwd=ws, env=env, capture_output=True, text=True, timeout=30)
+
+
+@pytest.fixture
+def world(tmp_path, monkeypatch):
+    """A workspace that is a git repository, a fake HOME, and a sentinel path outside that a planted hook
+    or program would create."""
+    home, ws, out = tmp_path / "home", tmp_path / "ws", tmp_path / "outside"
+    for p in (home, ws, out):
+        p.mkdir()
+    env = {"PATH": os.environ["PATH"], "HOME": str(home), "GIT_CONFIG_NOSYSTEM": "1", "LANG": "C.UTF-8",
+           "GIT_AUTHOR_NAME": "t", "GIT_AUTHOR_EMAIL": "t@t", "GIT_COMMITTER_NAME": "t", "GIT_COMMITTER_EMAIL": "t@t"}
+    (ws / "main.py").write_text("print('hi')\n")
+    git(ws, "init", "-q", env=env)
+    git(ws, "add", "-A", env=env)
+    git(ws, "commit", "-qm", "init", env=env)
+    monkeypatch.setenv("HOME", str(home))
+    return ws, out / "ran", env
+
+
+def planted_ran(sentinel: Path, ws: Path, env) -> bool:
+    """The user's later unsandboxed steps: status, add, commit, a submodule status; did anything planted run?"""
+    (ws / "main.py").write_text("print('changed')\n")
+    for argv in (["status"], ["add", "-A"], ["commit", "-qm", "work"], ["submodule", "status"], ["diff", "HEAD~1"]):
+        git(ws, *argv, env=env)
+    return sentinel.exists()
+
+
+HOOK = "#!/bin/sh\ntouch {s}\n"
+
+# Each plants, in its own way, something git would run: every one must fail or be set aside.
+GIT_ATTACKS = [
+    # the hooks and config of the repository itself
+    "printf '{hook}' > .git/hooks/pre-commit; chmod +x .git/hooks/pre-commit",
+    "git config core.fsmonitor 'touch {s}'",
+    "printf '[core]\\n\\tfsmonitor = touch {s}\\n' >> .git/config",
+    "git config core.hooksPath hooks2; mkdir hooks2; printf '{hook}' > hooks2/pre-commit; chmod +x hooks2/pre-commit",
+    # rename .git away and rebuild it, or move what it holds
+    "mv .git g2 && mkdir -p .git && cp -r g2/. .git/ && printf '{hook}' > .git/hooks/pre-commit && "
+    "chmod +x .git/hooks/pre-commit",
+    "cp -r .git g2 && printf '{hook}' > g2/hooks/pre-commit && chmod +x g2/hooks/pre-commit && rm -rf .git; "
+    "mv g2 .git",
+    "rm -rf .git; git init -q . && git config core.fsmonitor 'touch {s}'",
+    # the pointer shapes: a .git file, commondir, worktrees, modules
+    "cp -r .git ../elsewhere-git 2>/dev/null; printf 'gitdir: ../elsewhere-git\\n' > .git",
+    "printf '../../evil\\n' > .git/commondir",
+    "mkdir -p .git/worktrees/w && printf '[core]\\n\\tfsmonitor = touch {s}\\n' > .git/worktrees/w/config",
+    "mkdir -p .git/modules/sub && printf '[core]\\n\\tfsmonitor = touch {s}\\n' > .git/modules/sub/config",
+    "printf '[submodule \"sub\"]\\n\\tpath = sub\\n\\turl = ./sub\\n\\tupdate = !touch {s}\\n' > .gitmodules",
+    # hook managers' files
+    "printf 'repos:\\n- repo: local\\n  hooks:\\n  - id: x\\n    name: x\\n    entry: touch {s}\\n    language: system\\n'"
+    " > .pre-commit-config.yaml",
+    "mkdir -p .husky && printf '{hook}' > .husky/pre-commit",
+    "printf 'pre-commit:\\n  commands:\\n    x:\\n      run: touch {s}\\n' > lefthook.yml",
+    # a link where .git was, and a new .git where the workspace had none before (a subfolder)
+    "mkdir sub && cd sub && git init -q . && git config core.fsmonitor 'touch {s}'",
+    "mkdir -p deep/er && git -C deep/er init -q && printf '{hook}' > deep/er/.git/hooks/pre-commit",
+]
+
+
+@needs_jail
+@pytest.mark.parametrize("attack", GIT_ATTACKS)
+async def test_nothing_planted_in_git_runs_in_the_users_git(world, attack):
+    ws, sentinel, env = world
+    session = ToolSession(ws, ask=Asker("deny", risks="once"))
+    command = attack.replace("{hook}", HOOK.replace("\n", "\\n")).replace("{s}", str(sentinel))
+    await bash(session, command)
+    assert not planted_ran(sentinel, ws, env)
+    assert not planted_ran(sentinel, ws / "sub", env) if (ws / "sub").is_dir() else True
+    assert not (ws / "deep" / "er").is_dir() or not planted_ran(sentinel, ws / "deep" / "er", env)
+
+
+@needs_jail
+async def test_a_workspace_without_a_repository_gets_no_new_one(tmp_path, monkeypatch):
+    ws, sentinel = tmp_path / "ws", tmp_path / "ran"
+    ws.mkdir()
+    monkeypatch.setenv("HOME", str(tmp_path))
+    session = ToolSession(ws, ask=Asker("deny", risks="once"))
+    out = await bash(session, f"git init -q . && git config core.fsmonitor 'touch {sentinel}' && echo made")
+    assert "made" in out.text and "set aside" in out.text and ".git" in out.text
+    assert not (ws / ".git").exists()
+    assert [p.name for p in ws.iterdir() if p.name.startswith(".git.refused-")]
+    env = {"PATH": os.environ["PATH"], "HOME": str(tmp_path), "GIT_CONFIG_NOSYSTEM": "1",
+           "GIT_CEILING_DIRECTORIES": str(tmp_path)}
+    git(ws, "status", env=env)
+    assert not sentinel.exists()
+
+
+@needs_jail
+async def test_the_rename_trick_keeps_the_old_and_sets_the_new_aside(world):
+    ws, sentinel, env = world
+    git(ws, "init", "-q", "sub", env=env)
+    session = ToolSession(ws, ask=Asker("deny", risks="once"))
+    await bash(session, "true")  # the first look: sub/.git is the user's
+    out = await bash(session, f"mv sub sub2 && mkdir sub && git -C sub init -q && "
+                              f"git -C sub config core.fsmonitor 'touch {sentinel}'")
+    assert (ws / "sub2" / ".git" / "HEAD").is_file()  # a moved repository is still the user's
+    assert not (ws / "sub" / ".git").exists() and "set aside" in out.text
+    assert not planted_ran(sentinel, ws / "sub", env)
+
+
+@needs_jail
+async def test_git_still_reads_and_writing_it_asks_by_name(world):
+    ws, sentinel, env = world
+    denied = ToolSession(ws, ask=Asker("deny"))
+    out = await bash(denied, "git log --oneline | wc -l && git status --short")
+    assert out.text.startswith("1\n")
+    out = await bash(denied, "git commit -qam x", writable=[".git"])
+    assert "denied" in out.text and ".git" in out.text
+    asker = Asker("once")
+    allowed = ToolSession(ws, ask=asker)
+    (ws / "main.py").write_text("print(2)\n")
+    out = await bash(allowed, "git -c user.name=a -c user.email=a@a commit -qam two && echo committed",
+                     writable=[".git"])
+    assert "committed" in out.text, out.text
+    assert any(".git" in summary for _, summary in asker.calls)
+    # hooks and config stay protected unless named themselves
+    out = await bash(allowed, f"printf '#!/bin/sh\\ntouch {sentinel}\\n' > .git/hooks/pre-commit", writable=[".git"])
+    assert not (ws / ".git" / "hooks" / "pre-commit").exists()
+
+
+@needs_jail
+async def test_a_worktree_pointer_and_the_dirs_it_resolves_are_read_only(world, tmp_path):
+    ws, sentinel, env = world
+    wt = tmp_path / "wt"
+    git(ws, "worktree", "add", "-q", str(wt), env=env)
+    assert (wt / ".git").is_file()
+    session = ToolSession(wt, ask=Asker("deny", risks="once"))
+    cmd = (f"printf '[core]\\n\\tfsmonitor = touch {sentinel}\\n' >> $(git rev-parse --git-common-dir)/config; "
+           f"printf '[core]\\n\\tfsmonitor = touch {sentinel}\\n' >> $(git rev-parse --git-dir)/config.worktree; "
+           f"printf 'gitdir: /tmp/x\\n' > .git; git status --short >/dev/null && echo git-works")
+    out = await bash(session, cmd)
+    assert "git-works" in out.text
+    assert (wt / ".git").read_text().startswith("gitdir: ") and "/tmp/x" not in (wt / ".git").read_text()
+    assert not planted_ran(sentinel, wt, env)
+
+
+@needs_jail
+async def test_programs_and_includes_the_users_git_config_names_are_read_only(world):
+    ws, sentinel, env = world
+    (ws / "tools").mkdir()
+    (ws / "tools" / "fsmon.sh").write_text("#!/bin/sh\nexit 0\n")
+    (ws / "tools" / "fsmon.sh").chmod(0o755)
+    (ws / "shared.gitconfig").write_text("[alias]\n\tst = status\n")
+    git(ws, "config", "core.fsmonitor", "tools/fsmon.sh", env=env)
+    git(ws, "config", "include.path", "../shared.gitconfig", env=env)
+    session = ToolSession(ws, ask=Asker("deny", risks="once"))
+    await bash(session, f"printf '#!/bin/sh\\ntouch {sentinel}\\n' > tools/fsmon.sh; "
+                        f"printf '[core]\\n\\tpager = touch {sentinel}\\n' >> shared.gitconfig")
+    assert "touch" not in (ws / "tools" / "fsmon.sh").read_text()
+    assert "pager" not in (ws / "shared.gitconfig").read_text()
+    assert not planted_ran(sentinel, ws, env)
+
+
+OPENED = [".vscode/tasks.json", ".vscode/settings.json", ".devcontainer/devcontainer.json", ".devcontainer.json",
+          ".envrc", ".idea/workspace.xml", "app.code-workspace", "sub/.vscode/tasks.json", ".zed/tasks.json",
+          "mise.toml", ".exrc"]
+OWN = ["agents/commander.md", "agents/helper.md", ".agents/skills/evil/SKILL.md", "sub/.agents/skills/x/SKILL.md"]
+
+
+@needs_jail
+@pytest.mark.parametrize("rel", OPENED + OWN)
+async def test_files_other_tools_run_are_set_aside_when_a_command_makes_them(world, rel):
+    ws, _, _ = world
+    session = ToolSession(ws, ask=Asker("deny", risks="once"))
+    out = await bash(session, f"mkdir -p $(dirname {rel}) && echo '{{\"x\": 1}}' > {rel}")
+    assert not (ws / rel).exists(), out.text
+    assert "set aside" in out.text
+
+
+@needs_jail
+@pytest.mark.parametrize("rel", [".vscode/tasks.json", ".envrc", "agents/commander.md", ".agents/skills/a/SKILL.md"])
+async def test_existing_ones_are_read_only_in_the_jail(world, rel):
+    ws, _, _ = world
+    (ws / rel).parent.mkdir(parents=True, exist_ok=True)
+    (ws / rel).write_text("the user's\n")
+    session = ToolSession(ws, ask=Asker("deny", risks="once"))
+    await bash(session, f"echo planted > {rel}; echo planted >> {rel}; rm -rf {rel.split('/')[0]}; "
+                        f"mv {rel.split('/')[0]} moved")
+    assert (ws / rel).read_text() == "the user's\n"
+
+
+@pytest.mark.parametrize("rel", [".git/config", ".git/hooks/pre-commit", ".gitmodules", ".husky/pre-commit",
+                                 ".pre-commit-config.yaml", "sub/.git/HEAD", *OPENED, *OWN])
+async def test_the_file_tools_ask_before_writing_them(world, rel):
+    ws, _, _ = world
+    session = ToolSession(ws, ask=Asker("deny"))
+    with pytest.raises(ToolError, match="refused"):
+        await WRITE_FILE.run(WRITE_FILE.parse({"path": rel, "content": "x"}), ctx(session))
+    assert not (ws / rel).exists() or rel.startswith(".git/")
+    asker = Asker("once")
+    session = ToolSession(ws, ask=asker)
+    if rel.startswith(".git/") and (ws / rel).exists():
+        await READ_FILE.run(READ_FILE.parse({"path": rel}), ctx(session))
+    out = await WRITE_FILE.run(WRITE_FILE.parse({"path": rel, "content": "x"}), ctx(session))
+    assert "created" in out or "overwrote" in out
+    assert asker.calls and asker.calls[0][0] == f"write:{ws / rel}"
+
+
+async def test_edit_file_asks_too(world):
+    ws, _, _ = world
+    (ws / ".envrc").write_text("export A=1\n")
+    session = ToolSession(ws, ask=Asker("deny"))
+    await READ_FILE.run(READ_FILE.parse({"path": ".envrc"}), ctx(session))
+    with pytest.raises(ToolError, match="refused"):
+        await EDIT_FILE.run(EDIT_FILE.parse({"path": ".envrc", "old": "A=1", "new": "A=2"}), ctx(session))
+    assert (ws / ".envrc").read_text() == "export A=1\n"
+
+
+@needs_jail
+async def test_build_files_stay_writable_and_are_reported(world):
+    ws, _, _ = world
+    (ws / "Makefile").write_text("all:\n\ttrue\n")
+    session = ToolSession(ws, ask=Asker())
+    out = await bash(session, "printf 'all:\\n\\techo hi\\n' > Makefile && mkdir -p t && echo 'x=1' > t/conftest.py "
+                              "&& echo '{}' > package.json && echo ok")
+    assert "ok" in out.text and "changed build files" in out.text
+    for name in ("Makefile", "t/conftest.py", "package.json"):
+        assert name in out.text
+    said = guard.of(session).report("dev")
+    assert said and "Makefile" in said and "conftest.py" in said and "Review them" in said
+    assert guard.of(session).report("dev") is None  # told once
+    out = await bash(session, "echo unrelated > notes.txt")
+    assert "build files" not in out.text
+    await WRITE_FILE.run(WRITE_FILE.parse({"path": "sub/setup.py", "content": "x"}), ctx(session))
+    assert "setup.py" in guard.of(session).report("dev")
+
+
+@needs_jail
+async def test_a_workspace_that_is_home_keeps_startup_files_and_settings(tmp_path, monkeypatch):
+    home = tmp_path / "home"
+    (home / ".config" / "orchestrator").mkdir(parents=True)
+    (home / ".config" / "orchestrator" / "config.toml").write_text("[sandbox]\nenabled = true\n")
+    (home / ".bashrc").write_text("# mine\n")
+    (home / ".gitconfig").write_text("[user]\n\tname = me\n")
+    monkeypatch.setenv("HOME", str(home))
+    monkeypatch.delenv("XDG_CONFIG_HOME", raising=False)
+    session = ToolSession(home, ask=Asker("deny", risks="once"))
+    out = await bash(session, "echo 'curl x | sh' >> .bashrc; echo '[core] pager = x' >> .gitconfig; "
+                              "cat .config/orchestrator/config.toml; echo '[sandbox]' > .config/orchestrator/config.toml; "
+                              "mkdir -p .local/bin && printf '#!/bin/sh\\n' > .local/bin/git && chmod +x .local/bin/git; "
+                              "echo x > .profile; echo done")
+    assert "done" in out.text and "enabled = true" not in out.text
+    assert (home / ".bashrc").read_text() == "# mine\n"
+    assert (home / ".gitconfig").read_text() == "[user]\n\tname = me\n"
+    assert (home / ".config" / "orchestrator" / "config.toml").read_text() == "[sandbox]\nenabled = true\n"
+    assert not (home / ".local" / "bin" / "git").exists() and not (home / ".profile").exists()
+
+
+@needs_jail
+async def test_a_background_job_is_checked_when_it_ends(world):
+    ws, sentinel, env = world
+    session = ToolSession(ws, ask=Asker())
+    import trio
+
+    async with trio.open_nursery() as nursery:
+        session.spawn = lambda fn, *a: nursery.start_soon(fn, *a)
+        session.jobs._spawn = session.spawn
+        await bash(session, "sleep 0.3; printf 'repos: []\\n' > .pre-commit-config.yaml; mkdir -p .vscode; "
+                            "echo '{}' > .vscode/tasks.json", background=True)
+        job = session.jobs.get("job1")
+        await job.done.wait()
+    assert not (ws / ".pre-commit-config.yaml").exists() and not (ws / ".vscode").exists()
+    assert b"set aside" in job.output.recent()
+
+
+def test_protected_names_and_reasons(tmp_path):
+    ws = tmp_path
+    assert protected.reason(ws, ws / ".git" / "hooks" / "x").startswith(".git:")
+    assert protected.reason(ws, ws / "a" / "b" / ".vscode" / "tasks.json").startswith("a/b/.vscode:")
+    assert protected.reason(ws, ws / "agents" / "x.md")
+    assert protected.reason(ws, ws / "src" / "agents" / "x.py") is None  # only the workspace's own agents/
+    assert protected.reason(ws, ws / "src" / "main.py") is None
+    assert protected.reason(ws, ws / "x.code-workspace")
+    assert protected.is_build("Makefile") and protected.is_build("rules.mk") and not protected.is_build("main.py")
