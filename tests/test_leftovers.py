@@ -316,3 +316,62 @@ def test_protected_names_and_reasons(tmp_path):
     assert protected.reason(ws, ws / "src" / "main.py") is None
     assert protected.reason(ws, ws / "x.code-workspace")
     assert protected.is_build("Makefile") and protected.is_build("rules.mk") and not protected.is_build("main.py")
+
+
+@needs_jail
+async def test_a_venv_on_path_brings_its_base_python_and_not_its_neighbours(tmp_path, monkeypatch):
+    import sys
+
+    home = tmp_path / "home"
+    proj, other = home / "src" / "proj", home / "src" / "other"
+    other.mkdir(parents=True)
+    (other / ".env").write_text("NEIGHBOUR=secret\n")
+    proj.mkdir()
+    subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(proj / ".venv")], check=True, timeout=120)
+    monkeypatch.setenv("HOME", str(home))
+    monkeypatch.setenv("PATH", f"{proj / '.venv' / 'bin'}:/usr/local/bin:/usr/bin:/bin")
+    ws = tmp_path / "ws"
+    ws.mkdir()
+    session = ToolSession(ws, ask=Asker("deny", risks="once"))
+    out = await bash(session, f"python -c 'import json, sys; print(json.dumps(sys.prefix))'; "
+                              f"cat {other / '.env'} || echo no-neighbour; ls {home / 'src'}")
+    assert str(proj / ".venv") in out.text, out.text
+    assert "no-neighbour" in out.text and "secret" not in out.text and "other" not in out.text.split("no-neighbour")[1]
+
+
+@needs_jail
+async def test_the_rooms_database_is_invisible_wherever_it_is(tmp_path, monkeypatch):
+    monkeypatch.setenv("HOME", str(tmp_path))
+    ws = tmp_path / "ws"
+    ws.mkdir()
+    db = ws / "state" / "rooms.db"
+    db.parent.mkdir()
+    for suffix in ("", "-wal", "-shm"):
+        Path(f"{db}{suffix}").write_text("SECRET-ROW\n")
+    session = ToolSession(ws, ask=Asker(), private=tuple(Path(f"{db}{s}") for s in ("", "-wal", "-shm")))
+    out = await bash(session, "cat state/rooms.db state/rooms.db-wal state/rooms.db-shm; "
+                              "echo INSERTED > state/rooms.db; rm -f state/rooms.db-wal; echo end")
+    assert "SECRET-ROW" not in out.text and "end" in out.text
+    assert db.read_text() == "SECRET-ROW\n" and Path(f"{db}-wal").exists()
+    with pytest.raises(ToolError, match="database"):
+        await READ_FILE.run(READ_FILE.parse({"path": "state/rooms.db"}), ctx(session))
+
+
+@needs_jail
+async def test_a_running_background_job_is_patrolled(world, monkeypatch):
+    import trio
+
+    from orchestrator.tools import shell
+
+    monkeypatch.setattr(shell, "PATROL", 0.2)
+    ws, _, _ = world
+    session = ToolSession(ws, ask=Asker("deny", risks="once"))
+    async with trio.open_nursery() as nursery:
+        session.spawn = lambda fn, *a: nursery.start_soon(fn, *a)
+        session.jobs._spawn = session.spawn
+        await bash(session, "mkdir -p .husky && echo x > .husky/pre-commit && sleep 30", background=True)
+        with trio.fail_after(20):
+            while (ws / ".husky").exists():
+                await trio.sleep(0.05)
+        assert session.jobs.get("job1").ended is None  # set aside while it still runs
+        await session.jobs.kill("job1")

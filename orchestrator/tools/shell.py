@@ -5,7 +5,7 @@ from __future__ import annotations
 import os
 from functools import cache
 from pathlib import Path
-from typing import Annotated, Sequence
+from typing import Annotated, Awaitable, Callable, Sequence
 
 import msgspec
 import trio
@@ -28,7 +28,8 @@ JOB_TIMEOUT = 3_600.0
 MAX_JOB_TIMEOUT = 86_400.0
 MAX_COMMAND = 100_000  # characters; longer text belongs in a script file
 _CLASSIFY = trio.CapacityLimiter(2)  # reading a long command is CPU work: off the event loop
-_GUARD = trio.CapacityLimiter(4)  # the looks at the workspace before and after a command
+_GUARD = trio.CapacityLimiter(4)
+PATROL = 2.0  # seconds between the looks at the workspace while a background job runs  # the looks at the workspace before and after a command
 
 
 # --- the tools ------------------------------------------------------------------------------
@@ -120,15 +121,15 @@ async def bash(args: BashArgs, ctx: ToolContext) -> ToolOutput | str:
             return outcome.note(ctx.workspace)
 
     if args.background:
-        if watch is not None:
-            watch.jobs += 1
-
         async def ended(job: Job) -> None:
             watch.jobs -= 1
             if note := await checked():
                 await job.output.write(f"\n{note}\n".encode())
 
         job = await ctx.session.jobs.start(argv, cwd=cwd, timeout=timeout, ended=ended if watch else None)
+        if watch is not None:  # no checkpoint since the start: the job has not run, nor ended
+            watch.jobs += 1
+            ctx.session.spawn(_patrol, job, checked)
         return (f"Started background job {job.id} (stopped after {timeout:g} s or when the room stops). "
                 f"Check it with job_status, read it with job_output, stop it with job_kill.")
     try:
@@ -146,6 +147,16 @@ async def bash(args: BashArgs, ctx: ToolContext) -> ToolOutput | str:
     if watch is not None and after:
         footer = f"{footer}\n{after}"
     return ToolOutput(f"{result.output or '(no output)'}\n{footer}", is_error=result.returncode != 0)
+
+
+async def _patrol(job: Job, checked: Callable[[], Awaitable[str]]) -> None:
+    """While a background job runs, what it made of the protected names is set aside every PATROL seconds,
+    not only when it ends: the user may run git while it runs."""
+    while not job.done.is_set():
+        with trio.move_on_after(PATROL):
+            await job.done.wait()
+        if not job.done.is_set():
+            await checked()
 
 
 async def _ask(ctx: ToolContext, risk: Risk, where: str, command: str) -> ToolOutput | None:
@@ -325,7 +336,9 @@ BASH = Tool(
     "come back merged; long output keeps its beginning and end. Default timeout 120 s (at most 600); "
     "when the command ends, anything it started in the background is stopped too, so run servers "
     "and long work with `background: true` and follow them with job_status / job_output / job_kill. "
-    "Every command runs in an OS sandbox: only the workspace is writable (not .git/hooks or .git/config), "
+    "Every command runs in an OS sandbox: only the workspace is writable, except what runs code later "
+    "outside it (.git, .gitmodules, hook managers' files, .vscode, .devcontainer, .envrc, agents/, .agents/: "
+    "read-only, and new ones are renamed aside; list one in `writable` to ask the user), "
     "/tmp is private, HOME is an empty folder, files outside the workspace are not there, and there is no "
     "network unless you set `network: true` and the user grants it (list extra folders to write in "
     "`writable`). The environment is minimal (PATH, HOME, LANG, TERM=dumb) and stdin is closed. Risky "
