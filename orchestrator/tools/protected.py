@@ -156,30 +156,32 @@ def scan(workspace: Path, homes: Iterable[Path] = (), roots: Iterable[Path] = ()
 
 def _walk(top: Path, builds: dict[Path, tuple[int, int, int, int]]) -> Iterator[tuple[Path, os.stat_result]]:
     """Protected entries under `top` with their lstat; build files' states go to `builds`. Protected folders
-    are not entered (they are bound read-only whole), nor are links."""
-    stack = [(top, True)]
+    are not entered (they are bound read-only whole), nor are links. Plain strings and one set lookup per
+    entry: a workspace is walked twice per command."""
+    stack = [(str(top), True)]
     while stack:
         folder, at_root = stack.pop()
         try:
-            entries = list(os.scandir(folder))
+            with os.scandir(folder) as entries:
+                for e in entries:
+                    name = e.name
+                    special = name in _SPECIAL or name.endswith(_SUFFIXES)
+                    try:
+                        if special and kind(name, at_root):
+                            yield Path(e.path), e.stat(follow_symlinks=False)
+                        elif e.is_dir(follow_symlinks=False):
+                            stack.append((e.path, False))
+                        elif special and is_build(name) and e.is_file(follow_symlinks=False):
+                            st = e.stat(follow_symlinks=False)
+                            builds[Path(e.path)] = (st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns)
+                    except OSError:
+                        pass  # gone since the listing
         except OSError:
             continue
-        for e in entries:
-            name = e.name
-            if kind(name, at_root):
-                try:
-                    yield Path(e.path), e.stat(follow_symlinks=False)
-                except OSError:
-                    pass
-                continue
-            try:
-                if e.is_dir(follow_symlinks=False):
-                    stack.append((Path(e.path), False))
-                elif is_build(name) and e.is_file(follow_symlinks=False):
-                    st = e.stat(follow_symlinks=False)
-                    builds[Path(e.path)] = (st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns)
-            except OSError:
-                pass
+
+
+_SPECIAL = GIT | OPENED | OWN_ANYWHERE | OWN_AT_ROOT | BUILD
+_SUFFIXES = OPENED_SUFFIXES + BUILD_SUFFIXES
 
 
 def _git_paths(workspace: Path, dotgit: Path) -> list[Path]:
