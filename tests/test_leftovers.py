@@ -375,3 +375,30 @@ async def test_a_running_background_job_is_patrolled(world, monkeypatch):
                 await trio.sleep(0.05)
         assert session.jobs.get("job1").ended is None  # set aside while it still runs
         await session.jobs.kill("job1")
+
+
+@needs_jail
+def test_a_scripted_agent_through_the_real_cli_plants_nothing_the_users_git_runs(world, tmp_path):
+    """Every git attack above as one scripted agent's bash calls in a scenario, run by `orchestrator run`
+    (nobody to ask: every question is denied); then the user's own git in that workspace."""
+    import json
+    import sys
+
+    ws, sentinel, env = world
+    calls = [{"call": {"bash": {"command": a.replace("{hook}", HOOK.replace("\n", "\\n")).replace("{s}", str(sentinel))}}}
+             for a in GIT_ATTACKS]
+    calls += [{"call": {"write_file": {"path": p, "content": f"touch {sentinel}\n"}}}
+              for p in (".git/hooks/post-commit", ".husky/pre-commit", ".vscode/tasks.json")]
+    scenario = {"name": "hostile", "team": {"commander": {"tools": ["bash", "write_file"]}},
+                "models": {"commander": [*calls, {"say": "done"}]}, "turns": [{"user": "go"}]}
+    path = tmp_path / "hostile.yaml"
+    path.write_text(json.dumps(scenario))  # JSON is YAML
+    home = Path(env["HOME"])
+    run_env = {**env, "XDG_DATA_HOME": str(home / "data"), "XDG_CONFIG_HOME": str(home / "config")}
+    done = subprocess.run([sys.executable, "-m", "orchestrator", "run", str(path), "--workspace", str(ws)],
+                          env=run_env, capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stdout[-2000:] + done.stderr[-2000:]
+    assert not planted_ran(sentinel, ws, env)
+    for sub in ("sub", "deep/er"):
+        if (ws / sub).is_dir():
+            assert not planted_ran(sentinel, ws / sub, env)
