@@ -396,7 +396,8 @@ def test_resuming_a_scripted_room_without_its_script_is_one_clear_line(tmp_path,
 
 def test_resume_remembers_the_rooms_model(tmp_path, term):
     real = {"OPENAI_API_KEY": "sk-test-not-a-real-key", "OPENAI_BASE_URL": "http://127.0.0.1:9/v1"}
-    t = term("--model", "openai/gpt-4.1", env=real)
+    (tmp_path / "ws").mkdir()
+    t = term("--model", "openai/gpt-4.1", "--workspace", str(tmp_path / "ws"), env=real)
     room = t.wait(r"room chat \((\w+)\)").group(1)
     t.line("/exit")
     assert t.exit_status() == 0
@@ -411,7 +412,9 @@ def test_the_agents_folder_of_the_current_folder_is_the_default_team(tmp_path, t
     (tmp_path / "agents").mkdir()
     (tmp_path / "agents" / "gardener.md").write_text(
         "---\nname: gardener\ndescription: Knows every plant in the garden\n---\nYou tend the garden.\n")
-    t = term("--model", "openai/gpt-4.1", env={"OPENAI_API_KEY": "sk-test-not-a-real-key"})
+    (tmp_path / "ws").mkdir()
+    t = term("--model", "openai/gpt-4.1", "--workspace", str(tmp_path / "ws"), "--trust",
+             env={"OPENAI_API_KEY": "sk-test-not-a-real-key"})
     t.wait(r"(?m)^you>")
     t.line("/who")
     t.wait(r"gardener — Knows every plant in the garden")

@@ -167,7 +167,8 @@ def test_an_uncatalogued_model_is_one_chat_line_not_a_log(tmp_path):
     (tmp_path / "cfg" / "orchestrator").mkdir(parents=True)
     (tmp_path / "cfg" / "orchestrator" / "config.toml").write_text(
         '[endpoints.lab]\nbase_url = "http://127.0.0.1:9/v1"\n')
-    out = cli(tmp_path, "chat", "--model", "lab/house-model-7b", stdin="/exit\n")
+    (tmp_path / "proj").mkdir()  # a project folder: chat does not start in the home folder
+    out = cli(tmp_path, "chat", "--model", "lab/house-model-7b", stdin="/exit\n", cwd=tmp_path / "proj")
     assert out.returncode == 0, out.stderr
     assert "warning" not in out.stdout + out.stderr
     assert "lab/house-model-7b is not in the catalog: assuming a 32,768-token window" in out.stdout

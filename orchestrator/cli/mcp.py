@@ -89,11 +89,18 @@ def add_parser(sub: Any) -> None:
     ls.set_defaults(fn=cmd_list)
     s = verbs.add_parser("serve", help="serve the team over stdio as an MCP server (ask_team, list_rooms, "
                                        "read_room)")
-    s.add_argument("--team", type=Path, help="a team file (default: the agents/ folder's team)")
+    s.add_argument("--team", type=Path, help="a team file (default: the agents/ folder's team if you trust it, "
+                                             "see --trust, else the shipped team)")
     s.add_argument("--model", default=os.environ.get("ORCHESTRATOR_MODEL") or None, metavar="PROVIDER/MODEL",
                    help="run every agent on this model (default: $ORCHESTRATOR_MODEL)")
     s.add_argument("--scripted", type=Path, metavar="SCENARIO.yaml",
                    help="play a scenario's team and scripted models instead of a real model")
     s.add_argument("--db", type=database, default=default_db(), help="the SQLite file or postgresql:// URL (default: %(default)s)")
-    s.add_argument("--workspace", type=Path, help="the agents' workspace folder")
-    s.set_defaults(fn=cmd_serve)
+    s.add_argument("--workspace", type=Path, help="the agents' workspace folder (default: a folder of the "
+                                                  "server's own, workspaces/mcp-serve in the data folder; never the "
+                                                  "current folder, which a desktop client may set to / or home)")
+    s.add_argument("--trust", action="store_true",
+                   help="trust the agent files (agents/*.md) of the current folder and the skills "
+                        "(.agents/skills) of the workspace as they are now, and remember it; an untrusted "
+                        "folder's files are ignored (one line on stderr says so)")
+    s.set_defaults(fn=cmd_serve, own_workspace="mcp-serve")

@@ -1,6 +1,6 @@
 """Where the command line keeps things by default: the rooms database (XDG data folder, `--db`,
-ORCHESTRATOR_DB) and the scenario runs beside it. Every command module reads its defaults here;
-nothing here imports them back. What is created here is readable by its owner only."""
+ORCHESTRATOR_DB), the scenario runs beside it and the servers' own workspaces. Every command module reads
+its defaults here; nothing here imports them back. What is created here is readable by its owner only."""
 from __future__ import annotations
 
 import os
@@ -48,6 +48,13 @@ def _home() -> Path:
     """The chat database's folder, where the kept runs go too (the data folder when it is on PostgreSQL)."""
     chat = default_db()
     return chat.parent if isinstance(chat, Path) else _data_dir()
+
+
+def own_workspace(command: str) -> Path:
+    """The workspace of `serve` and `mcp serve` without --workspace: a folder of their own under the data
+    folder, kept from one start to the next, never the current folder (a desktop client may start
+    `mcp serve` in / or the home folder, where agents could write anything)."""
+    return private_dir(private_dir(private_dir(_data_dir()) / "workspaces") / command)
 
 
 def runs_dir() -> Path:

@@ -38,6 +38,7 @@ async def cmd_run(args) -> int:
     scn = load_scenario(path)
     if args.evolve:
         scn = msgspec.structs.replace(scn, team=msgspec.structs.replace(scn.team, evolve=True))
+    _warn(args, path, scn)
     sink = reader_may_leave(json_out if args.json else Printer())
     real = [a.model for a in (scn.team.commander, *scn.team.agents) if a.model not in ("scripted", "")]
     async with AsyncExitStack() as stack:
@@ -64,6 +65,19 @@ async def cmd_run(args) -> int:
     if result.failed_run:
         return 3
     return 0 if result.check.ok else 1
+
+
+def _warn(args, path: Path, scn) -> None:
+    """What the user chose that reaches beyond the usual, said on stderr before the room starts: a
+    workspace that is the home folder (or /, or a system folder), and what the scenario lets commands do."""
+    from orchestrator.team.trust import unsafe_workspace, widening
+
+    workspace = args.workspace.expanduser().resolve() if args.workspace else None
+    if workspace is not None and (why := unsafe_workspace(workspace)):
+        print(f"warning: the workspace {workspace} is {why}: agents may change any file in it "
+              "(startup files, git and app settings)", file=sys.stderr)
+    if sets := widening(scn.team, workspace):
+        print(f"{path} widens the shell sandbox: {sets}", file=sys.stderr)
 
 
 def _postgres(text: str) -> str:
@@ -146,7 +160,8 @@ def add_parsers(sub: Any) -> None:
     r.add_argument("--model", help="run every agent on this real model (provider/model)")
     r.add_argument("--db", type=database, help="keep the room in this SQLite file or postgresql:// database "
                    "(default: a new file among the kept runs, which `orchestrator rooms` lists)")
-    r.add_argument("--workspace", type=Path, help="the agents' workspace folder")
+    r.add_argument("--workspace", type=Path, help="the agents' workspace folder (default: the scenario's "
+                                                  "`workspace:`, else a temporary one)")
     r.add_argument("--trace", type=Path, metavar="FILE.jsonl",
                    help="write a span (OpenTelemetry GenAI names) per line, agent turn, model call and tool run "
                         "to this file")

@@ -7,7 +7,8 @@ dies takes no queued connection with it, --port 0 is known before anything start
 the one every worker serves. This process only supervises: it replaces a worker killed by a signal (its rooms
 move to the others once their leases run out) and stops them all on Ctrl-C or SIGTERM.
 
-The pages and the API are orchestrator/web; the team and models come from chat's set-up (`load_setup`).
+The pages and the API are orchestrator/web; the team, models and workspace come from chat's set-up
+(`load_setup`), the workspace being a folder of the server's own unless --workspace names one.
 """
 from __future__ import annotations
 
@@ -52,17 +53,24 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
                    help="how long a dead worker's rooms wait before another takes them (default: %(default)s)")
     s.add_argument("--worker", type=int, help=argparse.SUPPRESS)  # a worker: the listening socket's descriptor
     s.add_argument("--team", type=Path, metavar="TEAM.yaml",
-                   help="the team of new rooms (default: the agents/ folder); stored rooms keep theirs")
+                   help="the team of new rooms (default: the agents/ folder if you trust it, see --trust, else "
+                        "the shipped team); stored rooms keep theirs")
     s.add_argument("--model", default=os.environ.get("ORCHESTRATOR_MODEL") or None, metavar="PROVIDER/MODEL",
                    help="run every agent on this model (default: $ORCHESTRATOR_MODEL)")
     s.add_argument("--scripted", type=Path, metavar="SCENARIO.yaml",
                    help="play a scenario's team and scripted models, each room from the script's start")
-    s.add_argument("--workspace", type=Path, help="the agents' workspace folder for new rooms")
+    s.add_argument("--workspace", type=Path, help="the agents' workspace folder for new rooms (default: a folder "
+                                                  "of the server's own, workspaces/serve in the data folder; never "
+                                                  "the current folder)")
+    s.add_argument("--trust", action="store_true",
+                   help="trust the agent files (agents/*.md) of the current folder and the skills "
+                        "(.agents/skills) of the workspace as they are now, and remember it; an untrusted "
+                        "folder's files are ignored")
     s.add_argument("--host", default="127.0.0.1",
                    help="the address to listen on (default: %(default)s, this machine only)")
     s.add_argument("--port", type=int, default=8765, help="the port (default: %(default)s; 0 picks a free one)")
     s.add_argument("--json", action="store_true", help='print {"url", "token"} as the first line, for scripts')
-    s.set_defaults(fn=cmd_serve, resume=None, name=None)
+    s.set_defaults(fn=cmd_serve, resume=None, name=None, own_workspace="serve")
     return s
 
 
@@ -85,11 +93,10 @@ async def cmd_serve(args: argparse.Namespace) -> int:
     shown = f"[{args.host}]" if ":" in args.host else args.host
     url = f"http://{shown}:{port}/?token={token}"
     if args.workers == 1:
-        return await _work(args, sock, token, announce=lambda: _announce(args, url, token))
+        return await _work(args, sock, token, announce=lambda workspace: _announce(args, url, token, workspace))
     try:
         await (await open_db(args.db)).close()  # created or migrated once, and a bad --db said in one line, here
-        _check_files(args)
-        _announce(args, url, token)
+        _announce(args, url, token, await _check_start(args))
         return await _supervise(args, sock, token)
     finally:
         sock.close()
@@ -97,7 +104,8 @@ async def cmd_serve(args: argparse.Namespace) -> int:
 
 async def _work(args: argparse.Namespace, sock: socket.socket, token: str, announce) -> int:
     """One worker: its own connection to the store, the rooms it leases and the web server on the shared
-    socket, until SIGINT or SIGTERM. `announce` (None in a worker process) prints the address once ready."""
+    socket, until SIGINT or SIGTERM. `announce(workspace)` (None in a worker process) prints the address once
+    ready."""
     from hypercorn.config import Config
     from hypercorn.trio import serve
 
@@ -110,7 +118,7 @@ async def _work(args: argparse.Namespace, sock: socket.socket, token: str, annou
         stack.push_async_callback(store.close)
         setup = await load_setup(args, store, stack)
         if announce:
-            announce()
+            announce(setup.workspace)
         config = Config()
         config.bind = [f"fd://{sock.detach()}"]
         config.loglevel = "WARNING"
@@ -181,17 +189,28 @@ async def _supervise(args: argparse.Namespace, sock: socket.socket, token: str) 
     return 0
 
 
-def _check_files(args: argparse.Namespace) -> None:
-    """A scenario or team file every worker would refuse, said once here, before the address is printed."""
+async def _check_start(args: argparse.Namespace) -> Path | None:
+    """A scenario or team file every worker would refuse, and what the workers would say about the files and
+    folders they use, said once here, before the address is printed. A --trust is remembered here, so the
+    workers find the folders trusted. Returns the workspace of new rooms (None: a temporary one each)."""
+    from orchestrator.cli.chat.command import default_workspace, named_workspace, settle_trust, show_widening
+
+    workspace, team = named_workspace(args), None
     if args.scripted:
         from orchestrator.scenario.loader import load_scenario
         from orchestrator.scenario.shipped import find_scenario
 
-        load_scenario(find_scenario(args.scripted, folder_hint="--scripted plays one scenario file"))
+        team = load_scenario(find_scenario(args.scripted, folder_hint="--scripted plays one scenario file")).team
     if args.team:
         from orchestrator.team.loader import load_team
 
-        load_team(args.team)
+        team = load_team(args.team)
+    if team is not None:
+        show_widening(args, team, args.team or args.scripted, workspace)
+    if workspace is None and not args.scripted:
+        workspace, _ = default_workspace(args)
+    await settle_trust(args, team is None, workspace)
+    return workspace
 
 
 def _worker_args(args: argparse.Namespace) -> list[str]:
@@ -253,12 +272,16 @@ def _loopback(host: str) -> bool:
         return False
 
 
-def _announce(args: argparse.Namespace, url: str, token: str) -> None:
+def _announce(args: argparse.Namespace, url: str, token: str, workspace: Path | None = None) -> None:
+    """The address and token; and the workspace of new rooms when there is one (not a temporary one each)."""
     if args.json:
-        print(msgspec.json.encode({"url": url, "token": token}).decode(), flush=True)
+        said = {"url": url, "token": token} | ({"workspace": str(workspace)} if workspace else {})
+        print(msgspec.json.encode(said).decode(), flush=True)
     else:
         db = shown(str(args.db)) if is_url(str(args.db)) else args.db
         print(f"Rooms of {db} at {url}", flush=True)
+        if workspace:
+            print(f"New rooms work in {workspace}", flush=True)
         print("The token in the address lets a browser post, stop and answer; Ctrl-C stops the server.",
               flush=True)
     if not _loopback(args.host):

@@ -26,6 +26,7 @@ from orchestrator.skills.catalog import Listed, catalog
 from orchestrator.skills.library import Library, Root, parse_config, roots
 from orchestrator.skills.skill import Skill
 from orchestrator.team.schema import AgentDef, Team
+from orchestrator.team.trust import workspace_trusted
 from orchestrator.tools.base import Registry
 from orchestrator.tools.session import ToolSession
 
@@ -36,11 +37,15 @@ def shipped() -> Path:
     return data_dir("skills")
 
 
-def default_roots(workspace: Path) -> list[Root]:
+def default_roots(workspace: Path, *, project: bool | None = None) -> list[Root]:
     """The roots a room in `workspace` reads: those config.toml's [skills] sets (or the default order),
-    with the package's own skills."""
+    with the package's own skills. The workspace's own .agents/skills roots only when `project` says so,
+    by default when the user trusts the folder as it stands (team/trust.py): whoever wrote it wrote them."""
     config = parse_config(load_config().skills, str(config_path(os.environ)))
-    return roots(workspace, config, shipped=shipped())
+    found = roots(workspace, config, shipped=shipped())
+    if project is None:
+        project = workspace_trusted(workspace)
+    return found if project else [r for r in found if r.label != "project"]
 
 
 def wanted(spec: AgentDef, team: Team) -> list[str] | str:

@@ -30,6 +30,7 @@ from orchestrator.skills.library import stand_in_roots
 from orchestrator.store.backends import open_store
 from orchestrator.store.db import Store
 from orchestrator.store.usage import PriceOf, UsageLog, UsageReport
+from orchestrator.team.trust import unsafe_workspace
 
 
 @dataclass
@@ -58,6 +59,9 @@ def prepare_workspace(scn: Scenario, override: Path | None, stack_dir: str) -> P
         ws = override
     elif scn.workspace:
         ws = (scn.path.parent if scn.path else Path.cwd()) / scn.workspace
+        if why := unsafe_workspace(ws):  # a file's key is not the user saying so: the flag is
+            raise InputError(f"{scn.path or 'the scenario'}: workspace {scn.workspace!r} is {why}; give it a "
+                             f"project folder, or pass --workspace {ws.resolve()} if you mean it")
     else:
         ws = Path(stack_dir) / "workspace"
     ws.mkdir(parents=True, exist_ok=True)

@@ -12,7 +12,7 @@ import tempfile
 from contextlib import AsyncExitStack, contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Callable, Iterator
+from typing import Any, Awaitable, Callable, Iterator
 
 import trio
 
@@ -32,7 +32,8 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
                                           "agents work steer them; Ctrl-C stops them all.")
     c.add_argument("--team", type=Path, metavar="TEAM.yaml",
                    help="the team (a scenario's `team:` block on its own); default: the *.md agent files "
-                        "of ./agents/ if there are any, else the shipped team")
+                        "of ./agents/ if there are any and you trust this folder (see --trust), else the shipped "
+                        "team")
     c.add_argument("--model", default=None, metavar="PROVIDER/MODEL",
                    help="run every agent on this model (default: with --resume, the room's own; else "
                         "$ORCHESTRATOR_MODEL)")
@@ -43,8 +44,13 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
                    help="play a scenario's scripted models (and team) instead of a real model (a file, or a "
                         "shipped scenario's name); "
                         "its turns are ignored: you type instead")
-    c.add_argument("--workspace", type=Path, help="the agents' workspace folder (default: the current folder; "
-                                                  "with --scripted, the scenario's or a temporary one)")
+    c.add_argument("--workspace", type=Path, help="the agents' workspace folder (default: the current folder, "
+                                                  "unless that is your home folder, / or a system folder; with "
+                                                  "--scripted, the scenario's or a temporary one)")
+    c.add_argument("--trust", action="store_true",
+                   help="trust the agent files (agents/*.md) and skills (.agents/skills) of this folder and the "
+                        "workspace as they are now, and remember it; without it chat asks in a terminal, and "
+                        "an untrusted folder's files are ignored")
     c.add_argument("--name", default=None, help="the new room's name (default: chat, or the scenario's name)")
     c.add_argument("--trace", type=Path, metavar="FILE.jsonl",
                    help="write a span (OpenTelemetry GenAI names) per line, agent turn, model call and tool "
@@ -52,7 +58,7 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
     c.add_argument("--evolve", action="store_true",
                    help="after each line's work, let one capped model call propose a memory entry or a skill "
                         "(staged for /proposals; never applied by itself)")
-    c.set_defaults(fn=cmd_chat)
+    c.set_defaults(fn=cmd_chat, own_workspace=None)
     return c
 
 
@@ -61,7 +67,7 @@ async def cmd_chat(args: argparse.Namespace) -> int:
     """The `chat` subcommand (called by cli.main through `trio.run(args.fn, args)`)."""
     interactive = sys.stdin.isatty() and sys.stdout.isatty()
     try:
-        with _terminal_restored(), _patched_stdout(interactive, args):
+        with _terminal_restored():
             return await _chat(args, interactive)
     except BaseExceptionGroup as group:  # a nursery's single error reads better as itself
         raise _single(group) from None
@@ -136,12 +142,14 @@ class Setup:
     replay: Callable[[], Any] | None = None  # a fresh ScriptedProvider of the same script (one per room)
 
 
-async def load_setup(args: argparse.Namespace, store: Store, stack: AsyncExitStack) -> Setup:
-    """The team, models and workspace that `--team`, `--model`, `--scripted` and `--resume` ask for
-    (shared by `chat` and `serve`)."""
+async def load_setup(args: argparse.Namespace, store: Store, stack: AsyncExitStack,
+                     ask: Ask | None = None) -> Setup:
+    """The team, models and workspace that `--team`, `--model`, `--scripted`, `--resume`, `--workspace` and
+    `--trust` ask for (shared by `chat`, `serve` and `mcp serve`); `ask` puts a yes/no question to the person
+    at the terminal (chat's, whether to trust the folder)."""
     team: Team | None = None
     scripted = replay = None
-    workspace = args.workspace.resolve() if args.workspace else None
+    workspace = named_workspace(args)
     name = args.name or "chat"
     record = None
     if args.resume:
@@ -179,6 +187,15 @@ async def load_setup(args: argparse.Namespace, store: Store, stack: AsyncExitSta
         from orchestrator.team.loader import load_team
 
         team = load_team(args.team)
+    if team is not None:
+        show_widening(args, team, args.team or args.scripted, workspace)
+    refused = None
+    if record is None and workspace is None:
+        workspace, refused = default_workspace(args)
+    # The current folder's agent files make the team only for a new room with no team named.
+    agents = record is None and team is None
+    if refused is None:
+        agents = await settle_trust(args, agents, workspace or _stored_workspace(record), ask) and agents
     models_of = team
     if record is not None:
         if models_of is None:
@@ -189,14 +206,143 @@ async def load_setup(args: argparse.Namespace, store: Store, stack: AsyncExitSta
         from orchestrator.team.loader import default_team
 
         local = Path("agents")
-        team = models_of = default_team(local if local.is_dir() and any(local.glob("*.md")) else None)
+        if agents and local.is_dir() and any(local.glob("*.md")):
+            team = models_of = default_team(local)
+            show_widening(args, team, "agents/", workspace)
+        else:
+            team = models_of = default_team()
     resolve, models, prices = await resolver(args.model, models_of, scripted, stack)
+    if refused:  # said after the model: a first start in the home folder learns both, the model first
+        raise InputError(refused)
     from orchestrator.mcplink.config import configured
     from orchestrator.mcplink.servers import default_log_dir, open_hub
 
     hub = await stack.enter_async_context(open_hub(default_log_dir(), servers=configured(os.environ)))
     return Setup(team=team, resolve=resolve, models=models, prices=prices, name=name, workspace=workspace,
                  scripted=scripted, mcp=hub, replay=replay)
+
+
+# --- the workspace and the folder's trust ------------------------------------------------------------------
+
+Ask = Callable[[str], Awaitable[bool]]
+
+
+def _say(args: argparse.Namespace, line: str) -> None:
+    """A start-up line on stderr, said once: by `serve`'s supervisor, not again by each worker."""
+    if getattr(args, "worker", None) is None:
+        print(line, file=sys.stderr, flush=True)
+
+
+def named_workspace(args: argparse.Namespace) -> Path | None:
+    """`--workspace` as given: the user's own choice even when it is the home folder, with a warning."""
+    if not getattr(args, "workspace", None):
+        return None
+    from orchestrator.team.trust import unsafe_workspace
+
+    workspace = args.workspace.expanduser().resolve()
+    if why := unsafe_workspace(workspace):
+        _say(args, f"warning: the workspace {workspace} is {why}: agents may change any file in it "
+                   "(startup files, git and app settings)")
+    return workspace
+
+
+def default_workspace(args: argparse.Namespace) -> tuple[Path, str | None]:
+    """The workspace without --workspace: `serve`'s and `mcp serve`'s own folder, else the current folder;
+    and why that folder is refused (None when it is not)."""
+    if own := getattr(args, "own_workspace", None):
+        from orchestrator.cli.paths import own_workspace
+
+        return own_workspace(own), None
+    from orchestrator.team.trust import unsafe_workspace
+
+    here = Path.cwd().resolve()
+    if why := unsafe_workspace(here):
+        return here, (f"not starting in {here}: it is {why}, and agents may change any file in their "
+                      f"workspace; pass --workspace DIR (a project folder, or --workspace {here} if you mean it)")
+    return here, None
+
+
+def _stored_workspace(record: Any) -> Path | None:
+    stored = record.meta.get("workspace") if record is not None else None
+    return Path(stored) if stored else None
+
+
+async def settle_trust(args: argparse.Namespace, agents: bool, workspace: Path | None,
+                       ask: Ask | None = None) -> bool:
+    """Whether the current folder's agent files may make the team (`agents`: they would). A folder whose
+    agent files or skills are not trusted as they stand is trusted by --trust or a yes to `ask`, and
+    remembered; else what is ignored is said in one line. Each room reads the same store to know whether
+    its workspace's skills count (room/skills.py `default_roots`)."""
+    from orchestrator.team.trust import Survey, changes, survey, trust
+
+    uses: dict[Path, tuple[Survey, set[str]]] = {}
+    if agents:
+        here = await trio.to_thread.run_sync(survey, Path.cwd())
+        uses[here.folder] = (here, {"agents"})
+    if workspace is not None:
+        ws = await trio.to_thread.run_sync(survey, workspace)
+        uses.setdefault(ws.folder, (ws, set()))[1].add("skills")
+    pending = [(s, kinds, changed) for s, kinds in uses.values()
+               if any(getattr(s, k) for k in kinds) and (changed := changes(s)) is not None]
+    if not pending:
+        return True
+    if getattr(args, "trust", False) or (ask is not None and await ask(_question(pending))):
+        for s, _, _ in pending:
+            try:
+                trust(s)
+            except OSError as exc:
+                raise InputError(f"cannot remember the trust in {exc.filename}: {exc.strerror}") from None
+        return True
+    _say(args, _ignored(pending, chat=getattr(args, "command", "") == "chat"))
+    return not any("agents" in kinds and s.agents for s, kinds, _ in pending)
+
+
+def _question(pending: list) -> str:
+    from orchestrator.team.loader import default_team
+    from orchestrator.team.trust import widening
+
+    lines = []
+    for s, _, changed in pending:
+        names = list(s.files)
+        listed = ", ".join(names[:4]) + (f" and {len(names) - 4} more" if len(names) > 4 else "")
+        since = f" ({'; '.join(changed[:3])} since you trusted it)" if changed else ""
+        lines.append(f"{s.folder} configures the orchestrator: {listed}{since}")
+    if any("agents" in kinds and s.agents for s, kinds, _ in pending):
+        try:
+            if sets := widening(default_team(Path("agents")), None):
+                lines.append(f"Its agent files widen the shell sandbox: {sets}.")
+        except InputError:
+            pass  # a file that does not load is refused with its own message once trusted
+    lines.append("Whoever wrote the folder wrote these. Trust them (their sandbox, tools and skills apply)? [y/N] ")
+    return "\n".join(lines)
+
+
+def _ignored(pending: list, *, chat: bool) -> str:
+    """The one line an untrusted folder gets: what was ignored and how to trust it."""
+    def count(files: dict) -> str:
+        return f"{len(files)} file{'s' * (len(files) != 1)}"
+
+    parts, shipped = [], False
+    for s, kinds, changed in pending:
+        what = []
+        if "agents" in kinds and s.agents:
+            what.append(f"agents/ ({count(s.agents)})")
+            shipped = True
+        if "skills" in kinds and s.skills:
+            what.append(f".agents/skills ({count(s.skills)})")
+        since = f", {changed[0]} since you trusted it" if changed else ""
+        parts.append(f"{' and '.join(what)} of {s.folder} (not trusted{since})")
+    team = ": the shipped team runs" if shipped else ""
+    how = "pass --trust, or answer y when chat asks in a terminal" if chat else "pass --trust"
+    return f"ignored {'; '.join(parts)}{team}; to use them, {how}"
+
+
+def show_widening(args: argparse.Namespace, team: Team, source: Any, workspace: Path | None) -> None:
+    """A file the user named applies, but what it lets commands do beyond the sandbox is said first."""
+    from orchestrator.team.trust import widening
+
+    if sets := widening(team, workspace):
+        _say(args, f"{source} widens the shell sandbox: {sets}")
 
 
 async def resolver(model: str | None, team: Team, scripted: Any, stack: AsyncExitStack
@@ -255,6 +401,19 @@ async def _chat(args: argparse.Namespace, interactive: bool) -> int:
     async with AsyncExitStack() as stack:
         store = await open_db(args.db, create=not args.resume)
         stack.push_async_callback(store.close)
-        setup = await load_setup(args, store, stack)
+        # The trust question is asked before the prompt takes the terminal over.
+        setup = await load_setup(args, store, stack, ask=_ask_in_terminal if interactive else None)
         await stack.enter_async_context(tracing(args.trace))
-        return await Shell(args, store, setup, interactive).run()
+        with _patched_stdout(interactive, args):
+            return await Shell(args, store, setup, interactive).run()
+
+
+async def _ask_in_terminal(question: str) -> bool:
+    def read() -> str:
+        try:
+            return input(question)
+        except EOFError:
+            return ""
+
+    answer = await trio.to_thread.run_sync(read, abandon_on_cancel=True)  # Ctrl-C leaves at once
+    return answer.strip().lower() in ("y", "yes")
