@@ -25,6 +25,7 @@ from orchestrator.core.errors import InputError
 from orchestrator.core.retry import RetryPolicy
 from orchestrator.memory.embeddings import HttpEmbedder, embedder_from_config
 from orchestrator.memory.ingest import add_files, find_files
+from orchestrator.tools.disk import CheckedDisk
 from orchestrator.memory.fulltext import fts_query
 from orchestrator.memory.knowledge import (
     MODES, Chunking, Fusion, KnowledgeError, MemoryKnowledgeBase, StoreKnowledgeBase, chunk_text, rrf,
@@ -573,19 +574,20 @@ def make_tree(root: Path) -> Path:
 
 async def test_files_are_found_read_and_skipped_with_reasons(tmp_path):
     root = make_tree(tmp_path)
-    files, problems = find_files([root / "docs", root / "blob.txt", root / "broken.pdf", root / "missing.md"])
+    files, problems = find_files([str(root / "docs"), str(root / "blob.txt"), str(root / "broken.pdf"),
+                                  str(root / "missing.md")], disk=CheckedDisk())
     assert [f.name for f in files] == ["guide.md", "code.py", "blob.txt", "broken.pdf"]
     assert [(Path(p.path).name, p.message) for p in problems] == [("missing.md", "no such file or folder")]
     emb = HashEmbedder()
     async with await MemoryKnowledgeBase.open(embedder=emb) as kb:
-        results = {Path(r.path).name: r async for r in add_files(kb, files)}
+        results = {Path(r.path).name: r async for r in add_files(kb, files, disk=CheckedDisk())}
         assert results["guide.md"].status == results["code.py"].status == "added"
         assert results["blob.txt"].status == "skipped" and "binary" in results["blob.txt"].message
         # Without the `docs` extra it says what to install; with it, that this file is damaged.
         assert results["broken.pdf"].status == "skipped" and results["broken.pdf"].message
         calls = emb.calls
         (root / "docs" / "guide.md").write_text("# Guide\nThe pecan setting lives here.\n")
-        again = {Path(r.path).name: r.status async for r in add_files(kb, files[:2])}
+        again = {Path(r.path).name: r.status async for r in add_files(kb, files[:2], disk=CheckedDisk())}
         assert again == {"guide.md": "replaced", "code.py": "unchanged"}
         assert emb.calls == calls + 1
         assert [h.path for h in await kb.search("crack_walnut", mode="fts")] == [str(files[1])]
@@ -597,12 +599,12 @@ async def test_docx_text_comes_through_the_file_tools_extractor(tmp_path, monkey
     document.add_paragraph("The hazelnut roasting schedule")
     document.save(tmp_path / "notes.docx")
     async with await MemoryKnowledgeBase.open() as kb:
-        [r] = [r async for r in add_files(kb, [tmp_path / "notes.docx"])]
+        [r] = [r async for r in add_files(kb, [tmp_path / "notes.docx"], disk=CheckedDisk())]
         assert (r.status, r.chunks) == ("added", 1)
         assert [h.path for h in await kb.search("hazelnut")] == [str(tmp_path / "notes.docx")]
         monkeypatch.setitem(__import__("sys").modules, "docx", None)  # as if the `docs` extra were missing
         (tmp_path / "notes.docx").write_bytes(b"PK\x03\x04 changed")
-        [r] = [r async for r in add_files(kb, [tmp_path / "notes.docx"])]
+        [r] = [r async for r in add_files(kb, [tmp_path / "notes.docx"], disk=CheckedDisk())]
         assert r.status == "skipped" and "install the `docs` extra" in r.message
 
 

@@ -10,6 +10,8 @@ import sys
 import textwrap
 from pathlib import Path
 
+from orchestrator.team import trust
+
 DATA = Path(__file__).parent / "data" / "skills"
 ENTRY = [sys.executable, "-m", "orchestrator"]
 
@@ -49,6 +51,10 @@ def test_list_shows_roots_tiers_shadowing_and_blocked_skills(tmp_path):
           "---\nname: deploy\ndescription: User deploy.\n---\nGo.\n")
     shutil.copytree(DATA / "broken" / "hostile", ws / ".agents/skills/hostile")
     shutil.copytree(DATA / "claude" / "commit-helper", tmp_path / "home/.claude/skills/commit-helper")
+    out = orchestrator(tmp_path, "skills", "list", "--workspace", str(ws))
+    assert "not read: 2 project skill(s)" in out.stdout and "not trusted" in out.stdout  # whoever wrote ws wrote them
+    assert "Project deploy" not in out.stdout
+    trust.trust(trust.survey(ws), {"XDG_CONFIG_HOME": str(tmp_path / "config")})
     out = orchestrator(tmp_path, "skills", "list", "--json", "--workspace", str(ws))
     assert out.returncode == 0, out.stderr
     rows = {(r["name"], r["root"]): r for r in map(json.loads, out.stdout.splitlines())}
@@ -142,7 +148,7 @@ def test_the_shell_lists_invokes_and_reviews_skills(tmp_path):
               sees: git diff --staged
               not_sees: Writes a commit message  # disable-model-invocation: not in the catalog
         """)
-    out = orchestrator(tmp_path, "chat", "--scripted", str(scn), "--workspace", str(ws), "--db",
+    out = orchestrator(tmp_path, "chat", "--scripted", str(scn), "--workspace", str(ws), "--trust", "--db",
                        str(tmp_path / "rooms.db"), stdin="/skills\n/skill commit-helper commit this\n"
                                                          "/skill nope\n/proposals\n")
     assert out.returncode == 0, out.stderr

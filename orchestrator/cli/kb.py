@@ -10,6 +10,7 @@ import sys
 from collections import Counter
 from collections.abc import AsyncIterator
 from contextlib import AsyncExitStack, aclosing, asynccontextmanager
+from functools import partial
 from pathlib import Path
 
 import msgspec
@@ -22,6 +23,7 @@ from orchestrator.memory.fulltext import fts_query
 from orchestrator.memory.ingest import add_files, find_files
 from orchestrator.memory.knowledge import MODES, AddResult, Document, StoreKnowledgeBase
 from orchestrator.providers.config import load_config
+from orchestrator.tools.disk import CheckedDisk
 
 SHOWN_LINES = 8  # of each hit, without --full
 _WORD = re.compile(r"[^\W_]+")
@@ -95,16 +97,21 @@ def _report(r: AddResult) -> None:
     print(f"{_VERB[r.status]} {r.path}{detail}{': ' + r.message if r.message else ''}")
 
 
+_FIND_IO = trio.CapacityLimiter(1)  # one walk at a time: `kb add` names its folders in order
+
+
 async def cmd_add(args: argparse.Namespace) -> int:
     passed: Counter[str] = Counter()
-    files, problems = await trio.to_thread.run_sync(find_files, args.paths, passed)
+    disk, links = CheckedDisk(), []
+    files, problems = await trio.to_thread.run_sync(partial(find_files, args.paths, passed, disk=disk, links=links),
+                                                    limiter=_FIND_IO)
     counts: Counter[str] = Counter()
     for r in problems:
         _report(r)
         counts[r.status] += 1
     async with _knowledge(args, create=True) as kb:
         try:
-            async with aclosing(add_files(kb, files)) as results:
+            async with aclosing(add_files(kb, files, disk=disk)) as results:
                 async for r in results:
                     _report(r)
                     counts[r.status] += 1
@@ -113,7 +120,10 @@ async def cmd_add(args: argparse.Namespace) -> int:
             print(f"error: the embedding model {kb.embedder.model} failed: {exc}\n"
                   f"(files before this one are indexed; pass --embed none for full text only)", file=sys.stderr)
             return 3
-    print(", ".join(f"{n} {status}" for status, n in counts.items()) or "nothing to add")
+    summary = ", ".join(f"{n} {status}" for status, n in counts.items()) or "nothing to add"
+    if links:  # a link could lead anywhere, credentials included: never followed, only counted
+        summary += f"; {len(links)} links skipped (symbolic and hard links in the folders given are not followed)"
+    print(summary)
     if passed:
         kinds = ", ".join(f"{n} {suffix}" for suffix, n in passed.most_common())
         print(f"not indexed: {sum(passed.values())} files of types the knowledge base does not read in the "

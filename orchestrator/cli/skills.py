@@ -1,7 +1,8 @@
 """`orchestrator skills list|show|check|review`: the skills agents can use, whether a folder is a valid
 skill (file:line), and the proposals the self-improvement pass staged, accepted or rejected here.
 
-list/show read the configured roots for a workspace (default: the current folder), as a room would.
+list/show read the configured roots for a workspace (default: the current folder), as a room would; review
+writes in it only when named, or when the current folder is neither the home folder, / nor a system folder.
 """
 from __future__ import annotations
 
@@ -22,12 +23,28 @@ if TYPE_CHECKING:
 # The skills modules (and YAML) are imported by the commands, not by `orchestrator --help`.
 
 
-async def _library(args) -> Library:
+def _workspace(args, *, writing: bool = False) -> Path:
+    """`--workspace`, else the current folder; a step that writes refuses the current folder when it is the
+    home folder, / or a system folder: agents' proposals would land in the user's own settings."""
+    if args.workspace is not None:
+        return args.workspace.expanduser().resolve()
+    here = Path.cwd().resolve()
+    if writing:
+        from orchestrator.team.trust import unsafe_workspace
+
+        if why := unsafe_workspace(here):
+            raise InputError(f"not writing in {here}: it is {why}; pass --workspace DIR (the project's folder, "
+                             f"or --workspace {here} if you mean it)")
+    return here
+
+
+async def _library(args, workspace: Path | None = None) -> Library:
     """The library a room in `--workspace` would see."""
     from orchestrator.room.skills import default_roots
     from orchestrator.skills.library import discover
 
-    return await trio.to_thread.run_sync(lambda: discover(default_roots(args.workspace.resolve())))
+    workspace = workspace or _workspace(args)
+    return await trio.to_thread.run_sync(lambda: discover(default_roots(workspace)))
 
 
 async def cmd_list(args) -> int:
@@ -51,7 +68,25 @@ async def cmd_list(args) -> int:
         print(line)
     loaded = sum(e.status == "loaded" for e in lib.entries)
     print(f"{loaded} loaded, {len(lib.entries) - loaded} shadowed, blocked or invalid")
+    if ignored := await trio.to_thread.run_sync(_untrusted_project, _workspace(args)):
+        print(ignored)
     return 0
+
+
+def _untrusted_project(workspace: Path) -> str | None:
+    """The line saying the workspace's own skills are not read, when it has some and is not trusted."""
+    from orchestrator.room.skills import default_roots
+    from orchestrator.skills.library import discover
+    from orchestrator.team.trust import workspace_trusted
+
+    if workspace_trusted(workspace):
+        return None
+    project = [e for e in discover(default_roots(workspace, project=True)).entries if e.root == "project"]
+    if not project:
+        return None
+    return (f"not read: {len(project)} project skill(s) in {workspace} ({', '.join(e.name for e in project[:5])}"
+            f"{', ...' if len(project) > 5 else ''}): the folder is not trusted; `orchestrator chat --trust` in it "
+            f"trusts it")
 
 
 async def cmd_show(args) -> int:
@@ -122,8 +157,8 @@ async def cmd_review(args) -> int:
     from orchestrator.skills import proposals
     from orchestrator.store.db import Store
 
-    workspace = args.workspace.resolve()
-    waiting = proposals.pending(workspace)
+    workspace = _workspace(args, writing=bool(args.accept or args.reject))
+    waiting = await trio.to_thread.run_sync(proposals.pending, workspace)
     if not args.accept and not args.reject:
         if not waiting:
             print(f"no pending proposals in {proposals.proposed_dir(workspace)}")
@@ -137,7 +172,7 @@ async def cmd_review(args) -> int:
         print("accept or reject with `orchestrator skills review --accept ID` / `--reject ID` (ID: a prefix, or all)")
         return 0
     ident = args.accept or args.reject
-    chosen = waiting if ident == "all" else [proposals.find(workspace, ident)]
+    chosen = waiting if ident == "all" else [await trio.to_thread.run_sync(proposals.find, workspace, ident)]
     if not chosen:
         raise InputError("there are no pending proposals")
     store = None
@@ -146,7 +181,7 @@ async def cmd_review(args) -> int:
             if store is None and args.accept and staged.proposal.kind == "memory":
                 args.db.parent.mkdir(parents=True, exist_ok=True)
                 store = await Store.open(args.db)
-            print(await decide(staged, bool(args.accept), await _library(args), workspace,
+            print(await decide(staged, bool(args.accept), await _library(args, workspace), workspace,
                                Memory(store) if store else None))
     finally:
         if store is not None:
@@ -159,7 +194,7 @@ def add_parser(sub: Any) -> None:
     actions = skills.add_subparsers(dest="skills_command", required=True)
 
     def workspace(p) -> None:
-        p.add_argument("--workspace", type=Path, default=Path("."),
+        p.add_argument("--workspace", type=Path, default=None,
                        help="the project whose .agents/skills count (default: the current folder)")
 
     ls = actions.add_parser("list", help="every skill found: name, root, tier, status")

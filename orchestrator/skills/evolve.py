@@ -10,6 +10,7 @@ from pathlib import Path
 from typing import Literal
 
 import msgspec
+import trio
 
 from orchestrator.core.errors import InputError, ProviderError
 from orchestrator.core.log import logger
@@ -18,7 +19,7 @@ from orchestrator.core.tokens import estimate
 from orchestrator.core.types import Message, ModelMessage, Request, TextBlock
 from orchestrator.providers.base import Provider, complete
 from orchestrator.skills.library import Library
-from orchestrator.skills.proposals import AGENT, Proposal, project_skills, skill_text, stage
+from orchestrator.skills.proposals import AGENT, Proposal, project_skills, read_text, skill_text, stage
 
 log = logger(__name__)
 
@@ -26,6 +27,7 @@ REVIEWER = "evolve"  # the request's agent: a scenario scripts the pass under `m
 INPUT_CAP = 12_000  # tokens the pass may read: the transcript is cut to fit
 OUTPUT_CAP = 1_500  # tokens it may write
 MESSAGE_CHARS = 2_000  # one message's share of the transcript
+_FILE_IO = trio.CapacityLimiter(1)  # the pass's reads and writes under .agents, off the event loop
 
 Status = Literal["proposed", "nothing", "refused", "failed"]
 
@@ -75,7 +77,11 @@ def own_skills(library: Library, workspace: Path, budget: int) -> dict[str, str]
     out: dict[str, str] = {}
     for name, skill in sorted(library.skills.items()):
         if skill.created_by == AGENT and Path(skill.folder).parent == home:
-            text = skill.file.read_text(encoding="utf-8")
+            try:  # read again, as the tools read: a link swapped in since the room opened leads nowhere
+                text = read_text(workspace, skill.file)
+            except InputError as exc:
+                log.warning("self-improvement pass: a skill of its own is unreadable", skill=name, error=str(exc))
+                continue
             budget -= estimate(text)
             if budget < 0:
                 break
@@ -125,7 +131,7 @@ async def reflect(provider: Provider, model: str, messages: list[Message], *, li
                   memory: str, room: str) -> Outcome:
     """Review one user line's messages; stage at most one proposal. Never raises for a model's failure."""
     seq = [messages[0].seq, messages[-1].seq] if messages else []
-    mine = own_skills(library, workspace, INPUT_CAP // 3)
+    mine = await trio.to_thread.run_sync(own_skills, library, workspace, INPUT_CAP // 3, limiter=_FILE_IO)
     others = sorted(n for n in library.skills if n not in mine)
     system = render("evolve.md.j2", own=mine, others=others, memory=memory)
     budget = max(500, INPUT_CAP - estimate(system))
@@ -155,7 +161,7 @@ async def reflect(provider: Provider, model: str, messages: list[Message], *, li
         return Outcome(status="refused", reason=f"{proposal.target}: the pass was not shown its current text, "
                                                 "so it may not change it", **used)
     try:
-        staged = stage(workspace, library, proposal, body)
+        staged = await trio.to_thread.run_sync(stage, workspace, library, proposal, body, limiter=_FILE_IO)
     except InputError as exc:
         return Outcome(status="refused", reason=str(exc), **used)
     return Outcome(status="proposed", proposal=staged.id, reason=staged.summary(), **used)

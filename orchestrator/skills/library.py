@@ -151,7 +151,7 @@ def discover(search: list[Root]) -> Library:
         for folder in children:
             if not folder.is_dir() or skill_file(folder) is None:
                 continue
-            skill, problems = read_skill(folder)
+            skill, problems = read_skill(folder, within=_writable(root))
             entry = _entry(folder, root, skill, problems)
             if entry.status == "invalid":
                 lib.entries.append(entry)
@@ -171,6 +171,12 @@ def discover(search: list[Root]) -> Library:
             lib.tiers[skill.name] = root.tier
             lib.roots[skill.name] = root.label
     return lib
+
+
+def _writable(root: Root) -> Path | None:
+    """The project folder a project root lies in (agents may write there, links included): its skills are read
+    without following a link out of it. Other roots are the user's own, links and all."""
+    return root.path.parent.parent if root.label == "project" else None
 
 
 def _entry(folder: Path, root: Root, skill: Skill | None, problems: list[Problem]) -> Entry:

@@ -2,6 +2,7 @@
 
 Each lives in the workspace's `.agents/proposed/<id>/` with its new text, a diff and where it came from
 (room, seq range, `created_by: agent`); accepting re-checks every rule, rejecting keeps it for the record.
+Everything under `.agents` is read and written as the tools do, never through a link that leads out.
 """
 from __future__ import annotations
 
@@ -20,7 +21,10 @@ import msgspec
 from orchestrator.core.errors import InputError
 from orchestrator.memory import scan
 from orchestrator.skills.library import Library, project_folders
-from orchestrator.skills.skill import NAME, read_skill
+from orchestrator.skills.skill import MAX_SKILL_BYTES, NAME, read_skill
+from orchestrator.tools.base import ToolError
+from orchestrator.tools.sandbox import made_folder, open_own, read_own, write_own
+from orchestrator.tools.session import ToolSession
 
 Kind = Literal["skill", "memory"]
 Action = Literal["create", "update", "add", "replace"]
@@ -51,23 +55,39 @@ class Proposal(msgspec.Struct, kw_only=True):
     old_text: str = ""  # memory replace: the text it replaces
 
 
+def read_text(workspace: Path, path: Path) -> str:
+    """A file under the workspace, read as the tools read it (no link out of it, no hard link): InputError."""
+    try:
+        return read_own(ToolSession(workspace), str(path), MAX_SKILL_BYTES)[1].decode("utf-8", "replace")
+    except ToolError as exc:
+        raise InputError(str(exc)) from None
+
+
+def _write_text(workspace: Path, path: Path, text: str) -> None:
+    try:
+        write_own(ToolSession(workspace), str(path), text.encode("utf-8"))
+    except ToolError as exc:
+        raise InputError(str(exc)) from None
+
+
 @dataclass(frozen=True)
 class Staged:
     id: str
     folder: Path
     proposal: Proposal
+    workspace: Path  # what its files are read in: a link under .agents that leads out of it is refused
 
     @property
     def text_file(self) -> Path:
         return self.folder / ("SKILL.md" if self.proposal.kind == "skill" else "memory.txt")
 
     def text(self) -> str:
-        return self.text_file.read_text(encoding="utf-8")
+        return read_text(self.workspace, self.text_file)
 
     def diff(self) -> str:
         try:
-            return (self.folder / "change.diff").read_text(encoding="utf-8")
-        except OSError:
+            return read_text(self.workspace, self.folder / "change.diff")
+        except InputError:
             return ""
 
     def summary(self) -> str:
@@ -145,28 +165,40 @@ def stage(workspace: Path, library: Library, p: Proposal, text: str) -> Staged:
         raise InputError(why)
     before = ""
     if p.kind == "skill" and p.action == "update":
-        before = (project_skills(workspace) / p.target / "SKILL.md").read_text(encoding="utf-8")
+        before = read_text(workspace, project_skills(workspace) / p.target / "SKILL.md")
         p = msgspec.structs.replace(p, base_sha256=_sha(before))
     elif p.kind == "memory" and p.action == "replace":
         before = p.old_text
     p = msgspec.structs.replace(p, created=p.created or time.time(), created_by=AGENT)
     ident = time.strftime("%Y%m%d-%H%M%S", time.gmtime(p.created)) + f"-{p.kind}-{_slug(p.target)}"
-    root = proposed_dir(workspace)
-    root.mkdir(parents=True, exist_ok=True)
-    folder = root / ident
-    n = 1
-    while folder.exists():
-        n += 1
-        folder = root / f"{ident}-{n}"
-    folder.mkdir()
-    staged = Staged(folder.name, folder, p)
-    staged.text_file.write_text(text, encoding="utf-8")
+    folder = _new_folder(workspace, ident)
+    staged = Staged(folder.name, folder, p, workspace)
     label = f"{p.target}/SKILL.md" if p.kind == "skill" else f"memory/{p.target}"
     diff = difflib.unified_diff(before.splitlines(keepends=True), text.splitlines(keepends=True),
                                 fromfile=f"a/{label}" if before else "/dev/null", tofile=f"b/{label}")
-    (folder / "change.diff").write_text("".join(diff), encoding="utf-8")
-    (folder / "proposal.yaml").write_bytes(msgspec.yaml.encode(p))
+    _write_text(workspace, staged.text_file, text)
+    _write_text(workspace, folder / "change.diff", "".join(diff))
+    _write_text(workspace, folder / "proposal.yaml", msgspec.yaml.encode(p).decode())
     return staged
+
+
+def _new_folder(workspace: Path, ident: str) -> Path:
+    """A new folder for one proposal under .agents/proposed (`ident`, else `ident-2`, ...), made in the
+    checked folder itself, so two passes never share one and no link leads the folder elsewhere."""
+    session = ToolSession(workspace)
+    try:
+        made_folder(session, str(proposed_dir(workspace)))
+        with open_own(session, str(proposed_dir(workspace)), "folder") as root:
+            n = 1
+            while True:
+                name = ident if n == 1 else f"{ident}-{n}"
+                try:
+                    os.mkdir(name, dir_fd=root.fd)
+                    return root.path / name
+                except FileExistsError:
+                    n += 1
+    except ToolError as exc:
+        raise InputError(str(exc)) from None
 
 
 def pending(workspace: Path) -> list[Staged]:
@@ -177,10 +209,10 @@ def pending(workspace: Path) -> list[Staged]:
         if folder.name in ("accepted", "rejected") or not (folder / "proposal.yaml").is_file():
             continue
         try:
-            p = msgspec.yaml.decode((folder / "proposal.yaml").read_bytes(), type=Proposal)
-        except (msgspec.DecodeError, OSError) as exc:
+            p = msgspec.yaml.decode(read_text(workspace, folder / "proposal.yaml"), type=Proposal)
+        except msgspec.DecodeError as exc:
             raise InputError(f"{folder / 'proposal.yaml'}: unreadable proposal ({exc}); fix or delete it") from None
-        out.append(Staged(folder.name, folder, p))
+        out.append(Staged(folder.name, folder, p, workspace))
     return out
 
 
@@ -193,10 +225,25 @@ def find(workspace: Path, ident: str) -> Staged:
     return found[0]
 
 
+def _filing(staged: Staged, decision: str) -> Path:
+    """The `accepted/` or `rejected/` folder beside the proposal, made if missing (never through a link out)."""
+    try:
+        return made_folder(ToolSession(staged.workspace), str(staged.folder.parent / decision))
+    except ToolError as exc:
+        raise InputError(str(exc)) from None
+
+
 def _file_away(staged: Staged, decision: str) -> None:
-    target = staged.folder.parent / decision
-    target.mkdir(parents=True, exist_ok=True)
-    os.replace(staged.folder, target / staged.id)
+    """Move the proposal's folder into `accepted/` or `rejected/`, renamed between the checked folders' own
+    fds, so a link swapped in for either cannot move it out of the workspace."""
+    session = ToolSession(staged.workspace)
+    target = _filing(staged, decision)
+    try:
+        with open_own(session, str(staged.folder), "folder") as source, \
+                open_own(session, str(target), "folder") as into:
+            os.replace(source.name, staged.id, src_dir_fd=source.folder, dst_dir_fd=into.fd)
+    except ToolError as exc:
+        raise InputError(str(exc)) from None
 
 
 def apply_skill(workspace: Path, library: Library, staged: Staged) -> Path:
@@ -205,12 +252,10 @@ def apply_skill(workspace: Path, library: Library, staged: Staged) -> Path:
     if why := vet_skill(library, workspace, p, text):
         raise InputError(f"{staged.id}: cannot be accepted: {why}")
     path = project_skills(workspace) / p.target / "SKILL.md"
-    if p.action == "update" and _sha(path.read_text(encoding="utf-8")) != p.base_sha256:
+    if p.action == "update" and _sha(read_text(workspace, path)) != p.base_sha256:
         raise InputError(f"{staged.id}: {path} changed after the proposal was written; reject it")
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(f".SKILL.md.{os.getpid()}.tmp")
-    tmp.write_text(text, encoding="utf-8")
-    os.replace(tmp, path)
+    _filing(staged, "accepted")  # before the skill is written: a proposal that cannot be filed is not applied
+    _write_text(workspace, path, text)  # a temp file beside it, renamed over it: readers see old or new
     _file_away(staged, "accepted")
     return path
 

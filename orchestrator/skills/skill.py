@@ -10,13 +10,17 @@ import re
 import stat
 import unicodedata
 from dataclasses import dataclass
+from functools import partial
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Literal
+from typing import TYPE_CHECKING, Any, Callable, Literal
 
 import msgspec
 
 from orchestrator.memory import scan
 from orchestrator.skills import passed
+from orchestrator.tools.base import ToolError
+from orchestrator.tools.sandbox import confined, read_own
+from orchestrator.tools.session import ToolSession
 
 if TYPE_CHECKING:
     import yaml
@@ -26,6 +30,7 @@ MAX_DESCRIPTION = 1024
 MAX_COMPATIBILITY = 500
 MAX_BODY_LINES = 500  # the specification's advice for SKILL.md
 MAX_FILES = 200  # bundled files listed on activation
+MAX_SKILL_BYTES = 1 << 20  # a SKILL.md read from a folder agents can write: far above the advised 500 lines
 NAME = re.compile(r"[a-z0-9]+(?:-[a-z0-9]+)*")
 
 SPEC_KEYS = frozenset({"name", "description", "license", "compatibility", "metadata", "allowed-tools"})
@@ -83,21 +88,38 @@ def skill_file(folder: Path) -> Path | None:
     return None
 
 
-def read_skill(folder: Path) -> tuple[Skill | None, list[Problem]]:
-    """The skill in `folder` (None when it cannot be loaded) and every problem found, in file order."""
-    folder = Path(os.path.realpath(folder))
+def read_skill(folder: Path, *, within: Path | None = None) -> tuple[Skill | None, list[Problem]]:
+    """The skill in `folder` (None when it cannot be loaded) and every problem found, in file order.
+    `within`: a folder agents can write (a project's), read as the tools read it, so that a link leading out
+    of it, or a hard-linked SKILL.md, makes the skill invalid instead of being read."""
+    if within is None:
+        return _read_skill(Path(os.path.realpath(folder)), Path.read_bytes)
+    session = ToolSession(within)
+    try:
+        folder = confined(session, str(folder))
+    except ToolError as exc:
+        return None, [Problem(Path(folder) / "SKILL.md", 1, "error", str(exc))]
+    return _read_skill(folder, partial(_read_checked, session))
+
+
+def _read_checked(session: ToolSession, path: Path) -> bytes:
+    return read_own(session, str(path), MAX_SKILL_BYTES)[1]
+
+
+def _read_skill(folder: Path, read: Callable[[Path], bytes]) -> tuple[Skill | None, list[Problem]]:
     found = skill_file(folder)
     if found is None:
         return None, [Problem(folder / "SKILL.md", 1, "error", "no SKILL.md: a skill folder holds a SKILL.md "
                               "with YAML front matter (name, description) and the instructions")]
-    r = _Reader(found)
+    r = _Reader(found, read)
     skill = r.read(folder)
     return skill, sorted(r.problems, key=lambda p: (str(p.file), p.line))
 
 
 class _Reader:
-    def __init__(self, path: Path):
+    def __init__(self, path: Path, read: Callable[[Path], bytes]):
         self.path = path
+        self._bytes = read
         self.problems: list[Problem] = []
 
     def add(self, line: int, severity: Severity, message: str) -> None:
@@ -107,12 +129,15 @@ class _Reader:
         if self.path.name != "SKILL.md":
             self.add(1, "spec", f"the file is named {self.path.name}; the specification names it SKILL.md")
         try:
-            text = self.path.read_bytes().decode("utf-8-sig")
+            text = self._bytes(self.path).decode("utf-8-sig")
         except UnicodeDecodeError as e:
             self.add(1, "error", f"not UTF-8 text (byte {e.start})")
             return None
         except OSError as e:
             self.add(1, "error", f"cannot read the file: {e.strerror or e}")
+            return None
+        except ToolError as e:  # refused by the checked open: the message names the link
+            self.add(1, "error", str(e))
             return None
         lines = text.splitlines(keepends=True)
         if not lines or lines[0].strip() != "---":

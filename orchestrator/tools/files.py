@@ -14,7 +14,7 @@ import trio
 from orchestrator.core.documents import DocumentError, document_text
 from orchestrator.tools.base import Tool, ToolContext, ToolError
 from orchestrator.tools import guard
-from orchestrator.tools.sandbox import Opened, open_checked, protection, still_single, replace, resolve, shown, \
+from orchestrator.tools.sandbox import Opened, open_checked, protection, read_whole, replace, resolve, shown, \
     stat_checked
 from orchestrator.tools.reads import ReadState, read_state as _state
 from orchestrator.tools.session import ToolSession
@@ -39,23 +39,8 @@ def _check_fresh(raw: str, seen: ReadState | None, current: ReadState) -> None:
                         f"read it again, then redo your change")
 
 
-def read_fd(raw: str, fd: int, cap: int) -> bytes:
-    chunks, total = [], 0
-    while chunk := os.read(fd, 1 << 20):
-        chunks.append(chunk)
-        total += len(chunk)
-        if total > cap:
-            raise ToolError(f"{raw}: larger than {cap >> 20} MiB; use grep_files to find the part you need")
-    return b"".join(chunks)
-
-
 def _current(raw: str, f: Opened) -> tuple[bytes, ReadState]:
-    if f.st.st_size > MAX_FILE_BYTES:
-        raise ToolError(f"{raw}: {f.st.st_size} bytes is larger than {MAX_FILE_BYTES >> 20} MiB; "
-                        f"use grep_files to find the part you need")
-    data = read_fd(raw, f.fd, MAX_FILE_BYTES)
-    if not still_single(f.folder, f.name, f.fd, f.st):
-        raise ToolError(f"{raw}: changed while being read (renamed, replaced or given another name); try again")
+    data = read_whole(raw, f, MAX_FILE_BYTES, hint="; use grep_files to find the part you need")
     return data, _state(data, f.st)
 
 

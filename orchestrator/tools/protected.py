@@ -11,7 +11,6 @@ from __future__ import annotations
 import os
 import shlex
 import stat
-import time
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path

@@ -362,6 +362,28 @@ def _hard_links(raw: str, st: os.stat_result) -> ToolError:
                      f"outside the sandbox, so it is neither read nor written (stat_file still works)")
 
 
+def read_fd(raw: str, fd: int, cap: int, hint: str = "") -> bytes:
+    """Everything an opened file holds, refused once past `cap` bytes (whatever its size said)."""
+    chunks, total = [], 0
+    while chunk := os.read(fd, 1 << 20):
+        chunks.append(chunk)
+        total += len(chunk)
+        if total > cap:
+            raise ToolError(f"{raw}: larger than {cap >> 20} MiB{hint}")
+    return b"".join(chunks)
+
+
+def read_whole(raw: str, f: Opened, cap: int, hint: str = "") -> bytes:
+    """A checked file's whole content; refused when larger than `cap`, or when it changed or gained a name
+    while being read (a hard link swapped in and out again)."""
+    if f.st.st_size > cap:
+        raise ToolError(f"{raw}: {f.st.st_size} bytes is larger than {cap >> 20} MiB{hint}")
+    data = read_fd(raw, f.fd, cap, hint)
+    if not still_single(f.folder, f.name, f.fd, f.st):
+        raise ToolError(f"{raw}: changed while being read (renamed, replaced or given another name); try again")
+    return data
+
+
 @contextmanager
 def open_checked(session: ToolSession, raw: str, mode: Mode, *, allowed: Sequence[Path] = ()) -> Iterator[Opened]:
     """The one way tools open paths. `mode`: "file" an existing regular file; "folder" an existing folder;
@@ -510,3 +532,117 @@ def _walk(rules: Rules, path: Path, fd: int) -> Iterator[tuple[Path, int, list[s
         finally:
             os.close(child)
 
+
+# --- the orchestrator's own steps -----------------------------------------------------------------------------
+# What the orchestrator itself reads and writes outside the jail in folders agents can write (an export, the
+# knowledge base's files, skills and the proposals of the self-improvement pass) goes through the same checked
+# open as the tools, so a link an agent planted cannot lead it elsewhere. A refusal names the link, in one line.
+
+def named(raw: str, base: Path | None = None) -> Path:
+    """The path a person typed (relative to `base`, else the current folder), taken as written: ToolError naming
+    the first symbolic link on the way, or a file with other hard links, since an agent may have planted either
+    to lead the step elsewhere. The system's own links (root's, in root's folders: /tmp on macOS) are followed."""
+    if "\0" in raw:
+        raise ToolError(f"{raw!r}: a path cannot contain a NUL byte")
+    start = os.path.join(base or os.getcwd(), os.path.expanduser(raw))
+    pending = [c for c in reversed(start.split("/")) if c not in ("", ".")]
+    done, st, links = Path("/"), None, 0
+    while pending:
+        name = pending.pop()
+        if name == "..":
+            done, st = done.parent, None
+            continue
+        here = done / name
+        try:
+            st = os.lstat(here)
+        except OSError:
+            return Path(os.path.normpath(Path(here, *reversed(pending))))  # missing: the rest as written
+        if stat.S_ISLNK(st.st_mode):
+            target = os.readlink(here)
+            if not _systems(st, done):
+                raise ToolError(f"{raw}: refused: {here} is a symbolic link (to {target}); name the real path")
+            links += 1
+            if links > MAX_LINKS:
+                raise ToolError(f"{raw}: too many symbolic links")
+            if target.startswith("/"):
+                done = Path("/")
+            pending.extend(c for c in reversed(target.split("/")) if c not in ("", "."))
+            continue
+        done = here
+    if st is not None and stat.S_ISREG(st.st_mode) and st.st_nlink > 1:
+        raise ToolError(f"{raw}: refused: {done} has {st.st_nlink} hard links, and another name of it may lie "
+                        "anywhere")
+    return done
+
+
+def _systems(link: os.stat_result, folder: Path) -> bool:
+    # agents run as the user, so a link root made in root's folder is none of theirs (unless we are root)
+    return os.getuid() != 0 and link.st_uid == 0 and os.lstat(folder).st_uid == 0
+
+
+def _first_link(start: str) -> str:
+    """The first component of `start` that is a symbolic link ("" when none is), to name it."""
+    here = "/"
+    for name in start.split("/"):
+        if name not in ("", "."):
+            here = os.path.normpath(os.path.join(here, name))
+            if os.path.islink(here):
+                return here
+    return ""
+
+
+def confined(session: ToolSession, raw: str, *, writing: bool = False) -> Path:
+    """resolve() for one of the orchestrator's own steps in a folder agents can write (the session's workspace:
+    a room's, or a folder the user named): a symbolic link on the way that leads out of it, or a file with other
+    hard links, is refused in a line naming it; links that stay inside are followed, as for the tools."""
+    start = _absolute(session, raw)
+    path, via_link = _follow(raw, start)
+    root = session.workspace
+    if not path.is_relative_to(root):
+        link = _first_link(start) if via_link else ""
+        why = f"the symbolic link {link} leads out of {root} (to {path})" if link else f"it lies outside {root}"
+        raise ToolError(f"{raw}: refused: {why}")
+    try:
+        st = os.lstat(path)
+    except OSError:
+        st = None
+    if st is not None and stat.S_ISREG(st.st_mode) and st.st_nlink > 1:
+        raise ToolError(f"{raw}: refused: it has {st.st_nlink} hard links, and another name of it may lie "
+                        f"outside {root}")
+    return resolve(session, raw, writing=writing)
+
+
+@contextmanager
+def open_own(session: ToolSession, raw: str, mode: Mode) -> Iterator[Opened]:
+    """open_checked for the orchestrator's own steps, after confined(): what is protected from agents' writes
+    (the orchestrator's own .agents, say) is the orchestrator's to write, this one path."""
+    path = confined(session, raw, writing=mode in ("write", "edit"))
+    with open_checked(session, raw, mode, allowed=(path,)) as opened:
+        yield opened
+
+
+def read_own(session: ToolSession, raw: str, cap: int) -> tuple[Path, bytes]:
+    """A whole file, through open_own() and read_whole()."""
+    with open_own(session, raw, "file") as f:
+        data = read_whole(raw, f, cap)
+    return f.path, data
+
+
+def write_own(session: ToolSession, raw: str, data: bytes) -> Path:
+    """A file's whole new content, through open_own() and replace(); its folder is made if missing."""
+    with open_own(session, raw, "write") as f:
+        replace(f, data)
+    return f.path
+
+
+def made_folder(session: ToolSession, raw: str) -> Path:
+    """A folder (and its parents) made if missing, never through a link that leads out (confined())."""
+    path = confined(session, raw, writing=True)
+    os.close(_walk_to(raw, path, create=True))
+    return path
+
+
+def write_named(raw: str, data: bytes, base: Path | None = None) -> Path:
+    """Write a file a person named (an export): named(), then write_own() in its folder."""
+    path = named(raw, base)
+    return write_own(ToolSession(path.parent), str(path), data)

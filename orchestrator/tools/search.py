@@ -14,8 +14,8 @@ import msgspec
 import trio
 
 from orchestrator.tools.base import Tool, ToolContext, ToolError
-from orchestrator.tools.files import READ_CAP, read_fd, with_note
-from orchestrator.tools.sandbox import Listings, Opened, open_checked, open_entry, root_of, shown, still_single, walk
+from orchestrator.tools.files import READ_CAP, with_note
+from orchestrator.tools.sandbox import Listings, Opened, open_checked, open_entry, read_fd, root_of, shown, still_single, walk
 from orchestrator.tools.session import ToolSession
 
 if TYPE_CHECKING:

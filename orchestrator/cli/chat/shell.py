@@ -24,6 +24,8 @@ from orchestrator.core.events import Done, ErrorEvent, Event, message_event
 from orchestrator.providers.catalog import UNKNOWN
 from orchestrator.store.db import Store
 
+_EXPORT_IO = trio.CapacityLimiter(1)  # /export's file writes, off the event loop
+
 _ANSWERS = {"o": "once", "once": "once", "this once": "once",
             "r": "run", "run": "run", "this run": "run",
             "d": "deny", "deny": "deny", "n": "deny", "no": "deny"}
@@ -371,6 +373,8 @@ class Shell:
 
     async def _export(self, room, arg: str) -> None:
         from orchestrator.store.export import to_markdown
+        from orchestrator.tools.base import ToolError
+        from orchestrator.tools.sandbox import write_named
 
         if not arg:
             raise InputError("/export PATH: where to write the Markdown transcript?")
@@ -378,9 +382,12 @@ class Shell:
             raise InputError("agents are still working: wait, or /stop them, then /export")
         record = await self.store.room(room.id)
         messages = await self.store.load(room.id)
-        path = Path(arg).expanduser()
+        data = to_markdown(record, messages).encode("utf-8")
+        # The path is often in the workspace, where an agent may have planted a link: written as the tools write.
         try:
-            await trio.Path(path).write_text(to_markdown(record, messages), encoding="utf-8")
+            await trio.to_thread.run_sync(write_named, arg, data, limiter=_EXPORT_IO)
+        except ToolError as exc:
+            raise InputError(str(exc)) from None
         except OSError as exc:
-            raise InputError(f"{path}: cannot write: {exc.strerror or exc}") from None
-        self.say(f"wrote {len(messages)} messages to {path}")
+            raise InputError(f"{arg}: cannot write: {exc.strerror or exc}") from None
+        self.say(f"wrote {len(messages)} messages to {Path(arg).expanduser()}")
