@@ -26,11 +26,14 @@
     .venv/bin/python bench/tools.py --profile       # cProfile of grep_files' body on the 10,000-file tree
 3. sandbox: what the OS sandbox (bubblewrap) adds to each shell command: `run_command` of `bash -c true`
    with and without the sandbox's command line (built by `confinement()` and the backend each time, as
-   the bash tool does), alternating, `--sandbox-rounds` each; and the stop latency: a sandboxed
+   the bash tool does), alternating, `--sandbox-rounds` each; then in layers: bubblewrap alone (no
+   limits, no filter), with the limits (the bash prefix's rlimits, sized /tmp and /dev/shm), with the
+   seccomp filter too (a pipe per command), and with a cgroup too where one can be made (as the bash
+   tool runs a command); and the stop latency: a sandboxed
    `sleep` (and one whose shell ignores SIGTERM) is cancelled once running, timed from the cancel to
    `run_command` returning with its whole process group gone.
 
-    .venv/bin/python bench/tools.py --only sandbox  # the sandbox's start cost and stop latency (~15 s)
+    .venv/bin/python bench/tools.py --only sandbox  # the sandbox's start cost by layer and stop latency (~20 s)
 """
 from __future__ import annotations
 
@@ -49,6 +52,7 @@ import subprocess
 import sys
 import tempfile
 import time
+from dataclasses import replace
 from pathlib import Path
 
 import trio
@@ -63,9 +67,12 @@ from orchestrator.engine.toolcalls import execute_group, groups  # noqa: E402
 from orchestrator.tools import files, search  # noqa: E402
 from orchestrator.tools.base import Registry, Tool, ToolContext  # noqa: E402
 from orchestrator.tools.files import FILE_TOOLS, ReadArgs, read_file  # noqa: E402
+from orchestrator.tools import cgroup  # noqa: E402
 from orchestrator.tools.jail import backend  # noqa: E402
+from orchestrator.tools.limits import Limits  # noqa: E402
 from orchestrator.tools.process import SHELL, run_command  # noqa: E402
 from orchestrator.tools.sandbox import open_checked, walk  # noqa: E402
+from orchestrator.tools.seccomp import open_filter  # noqa: E402
 from orchestrator.tools.search import GrepArgs, grep_files  # noqa: E402
 from orchestrator.tools.session import ToolSession  # noqa: E402
 from orchestrator.tools.shell import confinement  # noqa: E402
@@ -603,28 +610,45 @@ async def bench_sandbox(rounds: int) -> str:
         ws = Path(tmp)
         session = ToolSession(ws)
 
-        def jailed(command: str) -> list[str]:
-            return jail.argv([SHELL, "-c", command], confinement(session, ws, False, ()))
+        def jailed(command: str, limits: Limits | None = None, seccomp: int | None = None) -> list[str]:
+            c = replace(confinement(session, ws, False, ()), seccomp=seccomp)
+            return jail.argv([SHELL, "-c", command], c if limits is None else replace(c, limits=limits))
 
-        plain, boxed = [], []
-        cpu = {id(plain): [], id(boxed): []}  # CPU time of the command's processes: fair on a shared machine
+        async def run_layer(layer: str) -> object:
+            if layer == "plain":
+                return await run_command("true", cwd=ws, timeout=10)
+            if layer == "bare":
+                return await run_command(jailed("true", Limits.unlimited()), cwd=ws, timeout=10)
+            if layer == "limits":
+                return await run_command(jailed("true", Limits()), cwd=ws, timeout=10)
+            fds = [fd] if (fd := open_filter(False)) is not None else []
+            return await run_command(jailed("true", Limits(), fd), cwd=ws, timeout=10, pass_fds=fds,
+                                     limits=Limits() if layer == "cgroup" else None)
+
+        layers = ["plain", "bare", "limits", "filter"] + (["cgroup"] if cgroup.place() else [])
+        walls = {k: [] for k in layers}
+        cpus = {k: [] for k in layers}  # CPU time of the command's processes: fair on a shared machine
         for i in range(rounds):
-            for kind in ((plain, boxed) if i % 2 else (boxed, plain)):
+            for layer in layers[i % len(layers):] + layers[:i % len(layers)]:
                 used = resource.getrusage(resource.RUSAGE_CHILDREN)
                 t = time.perf_counter()
-                result = await run_command(jailed("true") if kind is boxed else "true", cwd=ws, timeout=10)
-                kind.append(time.perf_counter() - t)
+                result = await run_layer(layer)
+                walls[layer].append(time.perf_counter() - t)
                 after = resource.getrusage(resource.RUSAGE_CHILDREN)
-                cpu[id(kind)].append(after.ru_utime + after.ru_stime - used.ru_utime - used.ru_stime)
+                cpus[layer].append(after.ru_utime + after.ru_stime - used.ru_utime - used.ru_stime)
                 assert result.returncode == 0, result.output
+        plain, boxed = walls["plain"], walls["cgroup" if "cgroup" in walls else "filter"]
+        cpu = {id(plain): cpus["plain"], id(boxed): cpus["cgroup" if "cgroup" in cpus else "filter"]}
         stops = {}
         for label, command in (("sleep", "sleep 1000"), ("shell ignoring TERM", "trap '' TERM; sleep 1000 & wait")):
             took = []
             for _ in range(max(5, rounds // 10)):
                 pgids = []
                 async with trio.open_nursery() as nursery:
-                    async def one():
-                        await run_command(jailed(command), cwd=ws, timeout=100, on_start=pgids.append)
+                    async def one():  # as the bash tool runs it: limits, filter, and a cgroup where one is made
+                        fds = [fd] if (fd := open_filter(False)) is not None else []
+                        await run_command(jailed(command, Limits(), fd), cwd=ws, timeout=100, on_start=pgids.append,
+                                          pass_fds=fds, limits=Limits())
                     nursery.start_soon(one)
                     while not pgids:
                         await trio.sleep(0.005)
@@ -643,10 +667,19 @@ async def bench_sandbox(rounds: int) -> str:
     lines = ["| measure | median | p90 | rounds |", "|---|---:|---:|---:|",
              f"| `bash -c true`, no sandbox | {median(plain) * 1e3:.2f} ms | "
              f"{statistics.quantiles(plain, n=10)[-1] * 1e3:.2f} ms | {rounds} |",
-             f"| `bash -c true` in bubblewrap | {median(boxed) * 1e3:.2f} ms | "
+             f"| `bash -c true` in bubblewrap, as the bash tool runs it | {median(boxed) * 1e3:.2f} ms | "
              f"{statistics.quantiles(boxed, n=10)[-1] * 1e3:.2f} ms | {rounds} |",
              f"| **sandbox start cost per command (wall)** | **{start * 1e3:.2f} ms** | | |",
              f"| sandbox start cost per command (CPU of its processes, mean) | {cpu_start * 1e3:.2f} ms | | |"]
+    names = {"bare": "bubblewrap alone (no limits, no filter)", "limits": "+ limits (rlimits prefix, sized tmpfs)",
+             "filter": "+ seccomp filter", "cgroup": "+ cgroup (pids, memory)"}
+    for layer in layers[1:]:
+        lines.append(f"| `bash -c true`, {names[layer]} | {median(walls[layer]) * 1e3:.2f} ms | "
+                     f"{statistics.quantiles(walls[layer], n=10)[-1] * 1e3:.2f} ms | {rounds} |")
+    for layer, before in zip(layers[2:], layers[1:]):
+        lines.append(f"| what {names[layer].lstrip('+ ')} adds (wall, median; CPU of its processes, mean) | "
+                     f"{(median(walls[layer]) - median(walls[before])) * 1e3:.2f} ms; "
+                     f"{(statistics.mean(cpus[layer]) - statistics.mean(cpus[before])) * 1e3:.2f} ms CPU | | |")
     for label, took in stops.items():
         for what, xs in (("run_command returned", [r for r, _ in took]), ("every process gone", [g for _, g in took])):
             lines.append(f"| stop latency, sandboxed {label}: {what} | {median(xs) * 1e3:.2f} ms | "

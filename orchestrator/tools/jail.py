@@ -11,10 +11,16 @@ from functools import cache
 from pathlib import Path
 from typing import Literal, Protocol, Sequence
 
+from orchestrator.tools.limits import KEYS as LIMIT_KEYS, LimitError, Limits, wrap
+
 Network = Literal["ask", "allow", "deny"]
 SANDBOX_HOME = "/tmp/home"  # inside the sandbox's private /tmp: empty for every command
-SYSTEM_VISIBLE = ("/usr", "/bin", "/sbin", "/lib", "/lib32", "/lib64", "/libx32", "/etc", "/opt", "/var", "/srv",
-                  "/nix", "/snap", "/run/systemd/resolve")
+# Of /var only the package databases (dpkg -l, rpm -q, apt-cache) and what some distributions keep their
+# CA bundle and font cache in: the rest holds other programs' data (databases, mail, cron and print
+# spools, logs, backups of /etc/shadow) and sockets to host services. /var/tmp is the jail's own /tmp.
+SYSTEM_VISIBLE = ("/usr", "/bin", "/sbin", "/lib", "/lib32", "/lib64", "/libx32", "/etc", "/opt", "/srv",
+                  "/nix", "/snap", "/run/systemd/resolve", "/var/lib/dpkg", "/var/lib/apt", "/var/lib/rpm",
+                  "/var/lib/pacman", "/var/lib/ca-certificates", "/var/cache/fontconfig")
 
 
 class SettingsError(ValueError):
@@ -24,24 +30,26 @@ class SettingsError(ValueError):
 @dataclass(frozen=True)
 class Settings:
     """The user's `sandbox:` setting (config.toml, team or agent): on or explicitly off, how the
-    network is granted, and folders besides the workspace that commands may write."""
+    network is granted, folders besides the workspace that commands may write, and each command's limits."""
     enabled: bool = True
     network: Network = "ask"
     writable: tuple[Path, ...] = ()
+    limits: Limits = Limits()
 
     @classmethod
     def parse(cls, raw: object, *, base: Path | None = None) -> Settings:
-        """From `off`, `on`, or a mapping {network: ask|allow|deny, writable: [paths], enabled: bool}."""
+        """From `off`, `on`, or a mapping {network: ask|allow|deny, writable: [paths], enabled: bool, and
+        the limits: processes, memory, file_size, tmp, shm, cpu, job_cpu}."""
         if raw is None or raw == "on" or raw is True:
             return cls()
         if raw == "off" or raw is False:
             return cls(enabled=False)
         if not isinstance(raw, dict):
             raise SettingsError(f"sandbox: expected on, off or a mapping, got {raw!r}")
-        unknown = set(raw) - {"enabled", "network", "writable"}
+        unknown = set(raw) - {"enabled", "network", "writable", *LIMIT_KEYS}
         if unknown:
             raise SettingsError(f"sandbox: unknown key(s) {', '.join(sorted(map(str, unknown)))}; "
-                                "known: enabled, network, writable")
+                                f"known: enabled, network, writable, {', '.join(LIMIT_KEYS)}")
         network = raw.get("network", "ask")
         if network not in ("ask", "allow", "deny"):
             raise SettingsError(f"sandbox.network: expected ask, allow or deny, got {network!r}")
@@ -51,10 +59,14 @@ class Settings:
         enabled = raw.get("enabled", True)
         if enabled not in (True, False, "on", "off"):
             raise SettingsError(f"sandbox.enabled: expected true or false, got {enabled!r}")
+        try:
+            limits = Limits().over(raw)
+        except LimitError as exc:
+            raise SettingsError(str(exc)) from None
         root = base or Path.cwd()
         return cls(enabled in (True, "on"), network,
                    tuple(Path(os.path.expanduser(w)) if os.path.isabs(os.path.expanduser(w)) else root / w
-                         for w in writable))
+                         for w in writable), limits)
 
     def over(self, raw: object, *, base: Path | None = None) -> Settings:
         """A more specific setting (the team's over config.toml's, an agent's over the team's) written
@@ -65,7 +77,8 @@ class Settings:
         keys = set(raw) if isinstance(raw, dict) else {"enabled"}
         return Settings(given.enabled if "enabled" in keys else self.enabled,
                         given.network if "network" in keys else self.network,
-                        tuple(dict.fromkeys(self.writable + given.writable)))
+                        tuple(dict.fromkeys(self.writable + given.writable)),
+                        self.limits.over(raw) if isinstance(raw, dict) else self.limits)
 
 
 @dataclass(frozen=True)
@@ -80,6 +93,8 @@ class Confinement:
     hidden: tuple[Path, ...] = ()
     masked: tuple[Path, ...] = ()  # credential files and folders inside what stays visible
     protected: tuple[Path, ...] = ()  # read-only inside what is writable: git's files, editors' settings ...
+    limits: Limits = Limits()  # what the command may use: processes, memory, file size, /tmp, CPU time
+    seccomp: int | None = None  # an fd holding a seccomp program (seccomp.open_filter) for bubblewrap to load
 
 
 class Backend(Protocol):
@@ -105,19 +120,26 @@ class Bubblewrap:
             return ("bubblewrap is not installed, so commands cannot be sandboxed: install it "
                     "(apt-get install bubblewrap / dnf install bubblewrap), or set `sandbox: off` to run "
                     "every command unsandboxed after asking")
+        _sizes_tmpfs(self.program)  # asked here, off the event loop, so argv() finds it known
         return _probe(self.program)
 
     def argv(self, command: Sequence[str], c: Confinement) -> list[str]:
         a = [self.program, "--die-with-parent", "--unshare-all", "--cap-drop", "ALL"]
         if c.network:
             a.append("--share-net")
+        if c.seccomp is not None:
+            a += ["--seccomp", str(c.seccomp)]
         # Only the system's programs and settings are visible, read-only; the rest of the file system
         # (other projects, mounted disks, the user's files) does not exist in here.
         for p in SYSTEM_VISIBLE:
             if os.path.lexists(p):
                 a += ["--ro-bind" if not os.path.islink(p) else "--symlink",
                       *(([os.readlink(p)] if os.path.islink(p) else [p])), p]
-        a += ["--dev", "/dev", "--proc", "/proc", "--tmpfs", "/tmp"]
+        a += ["--symlink", "../tmp", "/var/tmp", "--symlink", "../run", "/var/run"]
+        # --dev makes /dev an unsized tmpfs: /dev/shm gets its own, sized, and /dev itself is read-only
+        # (its device nodes still work) so neither it nor the sized /tmp can be bypassed to fill memory.
+        a += ["--dev", "/dev", *self._size(c.limits.shm), "--tmpfs", "/dev/shm", "--remount-ro", "/dev",
+              "--proc", "/proc", *self._size(c.limits.tmp), "--tmpfs", "/tmp"]
         for r in c.readable:
             a += ["--ro-bind", str(r), str(r)]
         for w in (c.workspace, *c.writable):
@@ -137,8 +159,12 @@ class Bubblewrap:
             elif os.path.lexists(m):
                 a += ["--ro-bind", "/dev/null", str(m)]
         a += ["--dir", SANDBOX_HOME]
+        a += ["--remount-ro", "/"]  # last: the root bubblewrap made mount points in is an unsized tmpfs too
         a += ["--setenv", "HOME", SANDBOX_HOME, "--setenv", "TMPDIR", "/tmp", "--chdir", str(c.cwd), "--"]
-        return a + list(command)
+        return a + wrap(command, c.limits)
+
+    def _size(self, n: int | None) -> list[str]:
+        return ["--size", str(n)] if n is not None and _sizes_tmpfs(self.program) else []
 
 
 class Missing:
@@ -153,6 +179,16 @@ class Missing:
 
     def argv(self, command: Sequence[str], c: Confinement) -> list[str]:
         raise RuntimeError(self.why)
+
+
+@cache
+def _sizes_tmpfs(program: str) -> bool:
+    """Does this bubblewrap take --size (0.7 and later)? An older one mounts its tmpfs unsized."""
+    try:
+        said = subprocess.run([program, "--help"], stdin=subprocess.DEVNULL, capture_output=True, timeout=10)
+    except (OSError, subprocess.TimeoutExpired):
+        return False
+    return b"--size" in said.stdout + said.stderr
 
 
 @cache

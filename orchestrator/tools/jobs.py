@@ -2,6 +2,7 @@
 output in a log file and its latest lines in memory."""
 from __future__ import annotations
 
+import os
 import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -10,6 +11,7 @@ from typing import Awaitable, Callable, Sequence
 import trio
 
 from orchestrator.tools.errors import ToolError
+from orchestrator.tools.limits import Limits, stopped
 from orchestrator.tools.process import DRAIN_GRACE, KILL_GRACE, CommandResult, run_command
 
 LOG_CAP = 8_000_000  # bytes of a job's output written to its log file
@@ -59,6 +61,7 @@ class Job:
     id: str
     output: JobLog
     timeout: float
+    limits: Limits | None = None  # a sandboxed job's
     scope: trio.CancelScope = field(default_factory=trio.CancelScope)
     done: trio.Event = field(default_factory=trio.Event)
     started: float = field(default_factory=trio.current_time)
@@ -74,8 +77,12 @@ class Job:
         if self.result is None:
             return f"{self.id}: {self.fate} after {runtime:.1f} s"
         if self.result.timed_out:
-            return f"{self.id}: timed out after {runtime:.1f} s; it and everything it started were stopped"
-        return f"{self.id}: exited with code {self.result.returncode} after {runtime:.1f} s"
+            said = f"{self.id}: timed out after {runtime:.1f} s; it and everything it started were stopped"
+        else:
+            said = f"{self.id}: exited with code {self.result.returncode} after {runtime:.1f} s"
+        if self.result.over and self.limits:
+            said += " " + stopped(self.result.over, self.limits, job=True)
+        return said
 
 
 class JobTable:
@@ -87,17 +94,25 @@ class JobTable:
         self._folder: Path | None = None  # made on first use, under the system temp dir
 
     async def start(self, command: str | Sequence[str], *, cwd: Path, timeout: float,
-                    ended: Callable[[Job], Awaitable[None]] | None = None) -> Job:
-        """Start `command` in the background; `ended` runs (shielded) once it is gone, however it ended."""
-        if self._spawn is None:
-            raise ToolError("background jobs need a room; run the command without background")
-        if self._folder is None:
-            self._folder = Path(await trio.to_thread.run_sync(
-                tempfile.mkdtemp, "", "orchestrator-jobs-", limiter=_FILE_IO))
-        job_id = f"job{len(self._jobs) + 1}"
-        job = Job(job_id, await JobLog.create(self._folder / f"{job_id}.log"), timeout)
-        self._jobs[job_id] = job
-        self._spawn(self._run, job, command, cwd, ended)
+                    ended: Callable[[Job], Awaitable[None]] | None = None, limits: Limits | None = None,
+                    pass_fds: Sequence[int] = ()) -> Job:
+        """Start `command` in the background; `ended` runs (shielded) once it is gone, however it ended.
+        `limits` and `pass_fds` as for run_command: the fds are the job's from here on, closed by it."""
+        fds = list(pass_fds)
+        try:
+            if self._spawn is None:
+                raise ToolError("background jobs need a room; run the command without background")
+            if self._folder is None:
+                self._folder = Path(await trio.to_thread.run_sync(
+                    tempfile.mkdtemp, "", "orchestrator-jobs-", limiter=_FILE_IO))
+            job_id = f"job{len(self._jobs) + 1}"
+            job = Job(job_id, await JobLog.create(self._folder / f"{job_id}.log"), timeout, limits)
+            self._jobs[job_id] = job
+            self._spawn(self._run, job, command, cwd, ended, tuple(fds))
+            fds.clear()  # _run hands them to run_command, which closes them
+        finally:
+            for fd in fds:
+                os.close(fd)
         return job
 
     def get(self, job_id: str) -> Job:
@@ -115,11 +130,12 @@ class JobTable:
         return job
 
     async def _run(self, job: Job, command: str | Sequence[str], cwd: Path,
-                   ended: Callable[[Job], Awaitable[None]] | None) -> None:
+                   ended: Callable[[Job], Awaitable[None]] | None, pass_fds: tuple[int, ...] = ()) -> None:
         try:
             with job.scope:
                 job.result = await run_command(command, cwd=cwd, timeout=job.timeout, sink=job.output.write,
-                                               on_start=lambda pgid: setattr(job, "pgid", pgid))
+                                               on_start=lambda pgid: setattr(job, "pgid", pgid),
+                                               pass_fds=pass_fds, limits=job.limits)
             if job.scope.cancelled_caught:
                 job.fate = "killed by job_kill"
         except OSError as exc:

@@ -1,21 +1,26 @@
-"""The one launch point for commands (E17, X3): run_command starts a process in its own group, keeps the
-head and tail of its output, and kills the whole group on a timeout or a cancel."""
+"""The one launch point for commands (E17, X3): run_command starts a process in its own group (and a
+sandboxed one in its own cgroup where it can), keeps the head and tail of its output, kills the whole
+group on a timeout or a cancel, and says which sandbox limit a failed command went over."""
 from __future__ import annotations
 
 import os
 import shutil
 import signal
 import subprocess
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Awaitable, Callable, Mapping, Sequence
 
 import trio
 
+from orchestrator.tools import cgroup
+from orchestrator.tools.limits import Limits, ran_into
+
 SHELL = shutil.which("bash") or "/bin/sh"
 OUTPUT_CAP = 30_000  # bytes the model sees from one command: head and tail
 KILL_GRACE = 1.0  # between TERM and KILL: short, because a stop must be prompt (G9)
 DRAIN_GRACE = 1.0  # after the group is killed, for output still in the pipe
+EVIDENCE_CAP = 16_000  # bytes kept from a command whose output goes to a sink, to tell which limit it hit
 
 
 @dataclass(frozen=True)
@@ -26,6 +31,7 @@ class CommandResult:
     timed_out: bool
     duration: float
     pgid: int
+    over: str | None = None  # the sandbox limit a failed command went over (limits.ran_into), if any
 
 
 def command_env(extra: Mapping[str, str] | None = None) -> dict[str, str]:
@@ -117,25 +123,49 @@ async def run_command(cmd: str | Sequence[str], *, cwd: Path, timeout: float,
                       env: Mapping[str, str] | None = None, cap: int = OUTPUT_CAP,
                       sink: Callable[[bytes], Awaitable[None]] | None = None,
                       on_start: Callable[[int], None] | None = None,
-                      grace: float = KILL_GRACE) -> CommandResult:
+                      grace: float = KILL_GRACE, pass_fds: Sequence[int] = (),
+                      limits: Limits | None = None) -> CommandResult:
     """Run `cmd` (a string runs under bash -c) and return once it and its whole group are gone.
 
     Output goes to `sink` when given, otherwise it is capped to `cap` bytes, head and tail. The
     command's own background children do not outlive it; long-running work is a background job.
-    Cancelling the caller ends the group the same way a timeout does.
+    Cancelling the caller ends the group the same way a timeout does. `pass_fds` are handed over:
+    the command inherits them and they are closed here once it started (or could not).
+    `limits`, a sandboxed command's, also puts it in a fresh cgroup where this machine allows one
+    (removed when it ends), and the result's `over` names the limit it failed at.
     """
     argv = [SHELL, "-c", cmd] if isinstance(cmd, str) else list(cmd)
-    capture = HeadTail(cap)
+    fds = list(pass_fds)
+    cell = None
+    evidence = HeadTail(cap if sink is None else EVIDENCE_CAP)
+    try:
+        cell = await cgroup.open_cell(limits) if limits is not None else None
+        result = await _run(cell.argv(argv) if cell else argv, cwd, timeout, env, evidence, sink, on_start,
+                            grace, fds)
+    finally:
+        _close(fds)
+        counted = await cgroup.close_cell(cell) if cell else frozenset()
+    if limits is None:
+        return result
+    return replace(result, over=ran_into(result.returncode, evidence.text(), limits, counted, result.timed_out))
+
+
+async def _run(argv: list[str], cwd: Path, timeout: float, env: Mapping[str, str] | None, capture: HeadTail,
+               sink: Callable[[bytes], Awaitable[None]] | None, on_start: Callable[[int], None] | None,
+               grace: float, fds: list[int]) -> CommandResult:
     started = trio.current_time()
-    proc = await trio.lowlevel.open_process(
-        argv, cwd=cwd, env=command_env(env), stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
-        stderr=subprocess.STDOUT, start_new_session=True)
+    try:
+        proc = await trio.lowlevel.open_process(
+            argv, cwd=cwd, env=command_env(env), stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
+            stderr=subprocess.STDOUT, start_new_session=True, pass_fds=tuple(fds))
+    finally:
+        _close(fds)  # the child has its copies
     group = _Group(proc)
     if on_start:
         on_start(group.pgid)
     try:
         async with trio.open_nursery() as nursery:
-            nursery.start_soon(_drain, proc.stdout, sink or capture.add)
+            nursery.start_soon(_drain, proc.stdout, _tee(sink, capture) if sink else capture.add)
             with trio.move_on_after(timeout) as deadline:
                 await group.exited()
             await group.end(grace)
@@ -143,8 +173,21 @@ async def run_command(cmd: str | Sequence[str], *, cwd: Path, timeout: float,
             nursery.cancel_scope.deadline = trio.current_time() + DRAIN_GRACE
     finally:
         code = await group.close(grace)
-    return CommandResult(code, "" if sink else capture.text(), capture.omitted, deadline.cancelled_caught,
-                         trio.current_time() - started, group.pgid)
+    return CommandResult(code, "" if sink else capture.text(), 0 if sink else capture.omitted,
+                         deadline.cancelled_caught, trio.current_time() - started, group.pgid)
+
+
+def _close(fds: list[int]) -> None:
+    """Close each fd once: emptied as it goes, so a second call cannot close a number reused since."""
+    while fds:
+        os.close(fds.pop())
+
+
+def _tee(sink: Callable[[bytes], Awaitable[None]], capture: HeadTail) -> Callable[[bytes], Awaitable[None]]:
+    async def write(chunk: bytes) -> None:
+        await sink(chunk)
+        await capture.add(chunk)
+    return write
 
 
 async def _drain(stream: trio.abc.ReceiveStream, write: Callable[[bytes], Awaitable[None]]) -> None:

@@ -3,6 +3,7 @@ sandbox of tools/jail.py, in the foreground or as a background job) and job_stat
 from __future__ import annotations
 
 import os
+from dataclasses import replace
 from functools import cache
 from pathlib import Path
 from typing import Annotated, Awaitable, Callable, Sequence
@@ -13,6 +14,8 @@ import trio
 from orchestrator.core.log import logger
 from orchestrator.tools.base import Tool, ToolContext, ToolError, ToolOutput
 from orchestrator.tools.jail import SYSTEM_VISIBLE, Confinement, backend
+from orchestrator.tools.limits import stopped
+from orchestrator.tools.seccomp import open_filter
 from orchestrator.tools.process import OUTPUT_CAP, SHELL, command_env, run_command
 from orchestrator.tools.risk import OPAQUE, UNSANDBOXED, Risk, assess
 from orchestrator.tools import guard
@@ -108,13 +111,16 @@ async def bash(args: BashArgs, ctx: ToolContext) -> ToolOutput | str:
             return denied
     argv: str | list[str] = command
     watch = None
+    limits, fds = None, []  # the sandbox's limits and its seccomp program's fd, handed to the command
     if settings.enabled:
         roots = tuple(w for w in (*settings.writable, *writable) if w.exists())
         watch = guard.of(ctx.session)
         seen = await trio.to_thread.run_sync(watch.before, ctx.agent, roots, limiter=_GUARD)
         lifts = [p for p, _ in lifted]
-        argv = jail.argv([SHELL, "-c", command], confinement(ctx.session, cwd, network, roots,
-                                                               seen.read_only(lifts)))
+        limits = settings.limits.for_job() if args.background else settings.limits
+        confined = confinement(ctx.session, cwd, network, roots, seen.read_only(lifts))
+        fds = [fd] if (fd := open_filter(network)) is not None else []
+        argv = jail.argv([SHELL, "-c", command], replace(confined, limits=limits, seccomp=fd))
 
         async def checked() -> str:
             outcome = await trio.to_thread.run_sync(watch.after, ctx.agent, seen, lifts, roots, limiter=_GUARD)
@@ -126,20 +132,25 @@ async def bash(args: BashArgs, ctx: ToolContext) -> ToolOutput | str:
             if note := await checked():
                 await job.output.write(f"\n{note}\n".encode())
 
-        job = await ctx.session.jobs.start(argv, cwd=cwd, timeout=timeout, ended=ended if watch else None)
+        job = await ctx.session.jobs.start(argv, cwd=cwd, timeout=timeout, ended=ended if watch else None,
+                                           limits=limits, pass_fds=fds)
         if watch is not None:  # no checkpoint since the start: the job has not run, nor ended
             watch.jobs += 1
             ctx.session.spawn(_patrol, job, checked)
         return (f"Started background job {job.id} (stopped after {timeout:g} s or when the room stops). "
                 f"Check it with job_status, read it with job_output, stop it with job_kill.")
     try:
-        result = await run_command(argv, cwd=cwd, timeout=timeout)
+        result = await run_command(argv, cwd=cwd, timeout=timeout, limits=limits, pass_fds=fds)
     finally:
         if watch is not None:
             with trio.CancelScope(shield=True):  # a stopped command is checked too: it may have written
                 after = await checked()
     if result.timed_out:
         footer = f"[timed out after {timeout:g} s; it and everything it started were stopped]"
+        if result.over and limits:  # a shell at the process limit retries its forks until the timeout
+            footer += "\n" + stopped(result.over, limits)
+    elif result.over and limits:
+        footer = stopped(result.over, limits)
     elif result.returncode < 0:
         footer = f"[killed by signal {-result.returncode}]"
     else:
