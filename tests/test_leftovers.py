@@ -288,6 +288,8 @@ async def test_a_workspace_that_is_home_keeps_startup_files_and_settings(tmp_pat
     assert (home / ".gitconfig").read_text() == "[user]\n\tname = me\n"
     assert (home / ".config" / "orchestrator" / "config.toml").read_text() == "[sandbox]\nenabled = true\n"
     assert not (home / ".local" / "bin" / "git").exists() and not (home / ".profile").exists()
+    out = await bash(session, "head -c 1M /dev/zero > .config/orchestrator/fill")  # emptied, and no memory to fill
+    assert "Read-only file system" in out.text
 
 
 @needs_jail

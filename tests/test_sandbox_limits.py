@@ -24,7 +24,8 @@ WHY = backend().unavailable()
 pytestmark = pytest.mark.skipif(WHY is not None, reason=f"no OS sandbox here: {WHY}")
 
 # Low, so every hog ends within a second or two of CPU and the machine barely notices.
-LOW = Limits(processes=32, memory=96 * MIB, file_size=MIB, tmp=2 * MIB, shm=2 * MIB, cpu=1, job_cpu=1)
+LOW = Limits(processes=32, memory=96 * MIB, file_size=MIB, tmp=2 * MIB, shm=2 * MIB, cpu=1, job_cpu=1,
+             disk=48 * MIB)
 CELLS = cgroup.place() is not None
 
 PROGRAMS = {  # programs as an agent would write them: files, so only the walls see what they do
@@ -108,6 +109,8 @@ HOGS = [
     ("file_size", "head -c 8M /dev/zero > big.bin"),
     ("file_size", "python3 -c \"open('big.bin', 'wb').write(bytes(8 << 20))\""),
     ("cpu", "python3 spin.py"),
+    # many files, each under the file size limit: only the disk limit sees them all
+    ("disk", "mkdir fill && for i in $(seq 1 400); do head -c 512K /dev/zero > fill/$i; done"),
 ]
 
 

@@ -150,14 +150,21 @@ class Bubblewrap:
             if os.path.lexists(p):
                 a += ["--ro-bind", str(p), str(p)]
         shown = (c.workspace, *c.writable, *c.readable)
+        emptied = []
         for h in c.hidden:  # the app's data or a home inside a visible folder: emptied
             if os.path.isdir(h) and not os.path.islink(h) and any(h.is_relative_to(v) and h != v for v in shown):
+                emptied.append(h)
                 a += ["--tmpfs", str(h)]
         for m in c.masked:
             if os.path.isdir(m) and not os.path.islink(m):
+                emptied.append(m)
                 a += ["--tmpfs", str(m)]
             elif os.path.lexists(m):
                 a += ["--ro-bind", "/dev/null", str(m)]
+        # Emptied folders are read-only too (an unsized tmpfs is memory to fill past /tmp's size); after
+        # all of them, so one inside another still finds its mount point made.
+        for e in emptied:
+            a += ["--remount-ro", str(e)]
         a += ["--dir", SANDBOX_HOME]
         a += ["--remount-ro", "/"]  # last: the root bubblewrap made mount points in is an unsized tmpfs too
         a += ["--setenv", "HOME", SANDBOX_HOME, "--setenv", "TMPDIR", "/tmp", "--chdir", str(c.cwd), "--"]

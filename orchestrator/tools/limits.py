@@ -29,6 +29,7 @@ class Limits:
     shm: int | None = 256 * MIB
     cpu: int | None = 600
     job_cpu: int | None = 4 * 3600
+    disk: int | None = 4 * GIB  # written to the workspace's file system, seen as its free space shrinking
 
     @classmethod
     def unlimited(cls) -> Limits:
@@ -44,7 +45,7 @@ class Limits:
 
 
 KEYS = tuple(f.name for f in fields(Limits))
-_SIZES = {"memory": 16 * MIB, "file_size": MIB, "tmp": MIB, "shm": MIB}  # the least that still runs a shell
+_SIZES = {"memory": 16 * MIB, "file_size": MIB, "tmp": MIB, "shm": MIB, "disk": MIB}  # the least that still runs a shell
 _UNITS = {"": 1, "b": 1, "k": KIB, "kb": KIB, "kib": KIB, "m": MIB, "mb": MIB, "mib": MIB,
           "g": GIB, "gb": GIB, "gib": GIB, "t": 1 << 40, "tb": 1 << 40, "tib": 1 << 40}
 _TIMES = {"": 1, "s": 1, "m": 60, "min": 60, "h": 3600}
@@ -176,7 +177,8 @@ def _evidence(returncode: int, output: str, counted: frozenset[str]) -> str | No
 
 
 _NAMES = {"processes": "process limit", "memory": "memory limit", "file_size": "file size limit",
-          "tmp": "/tmp size", "shm": "/dev/shm size", "cpu": "CPU time limit"}
+          "tmp": "/tmp size", "shm": "/dev/shm size", "cpu": "CPU time limit",
+          "disk": "disk limit (what one command may write to the workspace's disk)"}
 
 
 def stopped(key: str, limits: Limits, *, job: bool = False) -> str:

@@ -141,18 +141,19 @@ async def run_command(cmd: str | Sequence[str], *, cwd: Path, timeout: float,
     try:
         cell = await cgroup.open_cell(limits) if limits is not None else None
         result = await _run(cell.argv(argv) if cell else argv, cwd, timeout, env, evidence, sink, on_start,
-                            grace, fds)
+                            grace, fds, limits.disk if limits is not None else None)
     finally:
         _close(fds)
         counted = await cgroup.close_cell(cell) if cell else frozenset()
     if limits is None:
         return result
-    return replace(result, over=ran_into(result.returncode, evidence.text(), limits, counted, result.timed_out))
+    return replace(result, over=result.over or ran_into(result.returncode, evidence.text(), limits, counted,
+                                                         result.timed_out))
 
 
 async def _run(argv: list[str], cwd: Path, timeout: float, env: Mapping[str, str] | None, capture: HeadTail,
                sink: Callable[[bytes], Awaitable[None]] | None, on_start: Callable[[int], None] | None,
-               grace: float, fds: list[int]) -> CommandResult:
+               grace: float, fds: list[int], disk: int | None = None) -> CommandResult:
     started = trio.current_time()
     try:
         proc = await trio.lowlevel.open_process(
@@ -167,14 +168,42 @@ async def _run(argv: list[str], cwd: Path, timeout: float, env: Mapping[str, str
         async with trio.open_nursery() as nursery:
             nursery.start_soon(_drain, proc.stdout, _tee(sink, capture) if sink else capture.add)
             with trio.move_on_after(timeout) as deadline:
-                await group.exited()
+                with trio.CancelScope() as waiting:
+                    if disk is not None:
+                        watch = trio.CancelScope()
+                        nursery.start_soon(_watch_disk, cwd, disk, waiting, watch)
+                    await group.exited()
+                if disk is not None:
+                    watch.cancel()
             await group.end(grace)
             # The pipe closes once every writer is dead; one that left the group must not hold us.
             nursery.cancel_scope.deadline = trio.current_time() + DRAIN_GRACE
     finally:
         code = await group.close(grace)
     return CommandResult(code, "" if sink else capture.text(), 0 if sink else capture.omitted,
-                         deadline.cancelled_caught, trio.current_time() - started, group.pgid)
+                         deadline.cancelled_caught, trio.current_time() - started, group.pgid,
+                         over="disk" if waiting.cancel_called else None)
+
+
+DISK_POLL = 0.25  # seconds between looks at the workspace's free space while a sandboxed command runs
+_STATVFS = trio.CapacityLimiter(4)
+
+
+async def _watch_disk(folder: Path, most: int, waiting: trio.CancelScope, watch: trio.CancelScope) -> None:
+    """Cancel `waiting` once the file system of `folder` has lost more than `most` bytes of free space since
+    the command started: no kernel limit caps what one process tree writes in all (RLIMIT_FSIZE is per file),
+    and the free space sees every file, whichever name it has. Other writers to that disk count too."""
+    def free() -> int:
+        st = os.statvfs(folder)
+        return st.f_bavail * st.f_frsize
+
+    with watch:
+        start = await trio.to_thread.run_sync(free, limiter=_STATVFS)
+        while True:
+            await trio.sleep(DISK_POLL)
+            if start - await trio.to_thread.run_sync(free, limiter=_STATVFS) > most:
+                waiting.cancel()
+                return
 
 
 def _close(fds: list[int]) -> None:

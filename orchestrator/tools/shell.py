@@ -351,8 +351,10 @@ BASH = Tool(
     "outside it (.git, .gitmodules, hook managers' files, .vscode, .devcontainer, .envrc, agents/, .agents/: "
     "read-only, and new ones are renamed aside; list one in `writable` to ask the user), "
     "/tmp is private, HOME is an empty folder, files outside the workspace are not there, and there is no "
-    "network unless you set `network: true` and the user grants it (list extra folders to write in "
-    "`writable`). The environment is minimal (PATH, HOME, LANG, TERM=dumb) and stdin is closed. Risky "
+    "network (nor unix sockets) unless you set `network: true` and the user grants it (list extra folders to "
+    "write in `writable`). Each command has limits (processes, memory, file size, CPU time, /tmp size, what it "
+    "writes in all); one over a limit is stopped and the result says which. The environment is minimal "
+    "(PATH, HOME, LANG, TERM=dumb) and stdin is closed. Risky "
     "commands (sending data out, deleting outside build folders, disk tools, sudo, credential files) ask "
     "the user first; some (rm -rf /, fork bombs, reboot) are always refused.",
     BashArgs, bash,
