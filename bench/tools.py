@@ -687,6 +687,50 @@ async def bench_sandbox(rounds: int) -> str:
     return "\n".join(lines)
 
 
+async def bench_guard(rounds: int, n_files: int) -> str:
+    """What the look at the workspace before and after each command costs (tools/guard.py), on an empty
+    workspace and on the grep section's tree of `n_files` files (a git repository with a few protected
+    names and build files in it), and the whole bash tool's `true` with the look against the sandboxed
+    run alone (its command line built as the tool builds it)."""
+    from orchestrator.tools import guard
+    from orchestrator.tools.shell import BASH
+
+    lines = ["| workspace | look before + after (median) | p90 | bash tool `true` (median) | "
+             "of which the sandboxed run | rounds |", "|---|---:|---:|---:|---:|---:|"]
+    with tempfile.TemporaryDirectory(prefix="bench-guard-") as tmp:
+        small = Path(tmp) / "small"
+        small.mkdir()
+        big = Path(tmp) / "tree"
+        make_tree(big, n_files)
+        subprocess.run(["git", "init", "-q"], cwd=big, check=True)
+        for rel in ("Makefile", "pyproject.toml", "src/pkg00/conftest.py", ".vscode/settings.json"):
+            (big / rel).parent.mkdir(parents=True, exist_ok=True)
+            (big / rel).write_text("x\n")
+        for ws, label in ((small, "empty"), (big, f"{n_files:,} files, a repository")):
+            session = ToolSession(ws)
+            watch = guard.of(session)
+            looks, tools, runs = [], [], []
+            for _ in range(rounds):
+                t = time.perf_counter()
+                seen = await trio.to_thread.run_sync(watch.before, "bench", ())
+                await trio.to_thread.run_sync(watch.after, "bench", seen, (), ())
+                looks.append(time.perf_counter() - t)
+                t = time.perf_counter()
+                out = await BASH.run(BASH.parse({"command": "true"}), ToolContext(agent="bench", call_id="c",
+                                                                                  session=session))
+                tools.append(time.perf_counter() - t)
+                assert "exit code 0" in str(out), out
+                c = confinement(session, ws, False, (), seen.read_only())
+                fds = [fd] if (fd := open_filter(False)) is not None else []
+                t = time.perf_counter()
+                await run_command(backend().argv([SHELL, "-c", "true"], replace(c, limits=Limits(), seccomp=fd)),
+                                  cwd=ws, timeout=10, pass_fds=fds, limits=Limits())
+                runs.append(time.perf_counter() - t)
+            lines.append(f"| {label} | {median(looks) * 1e3:.2f} ms | {statistics.quantiles(looks, n=10)[-1] * 1e3:.2f} ms"
+                         f" | {median(tools) * 1e3:.2f} ms | {median(runs) * 1e3:.2f} ms | {rounds} |")
+    return "\n".join(lines)
+
+
 async def main_async(args) -> None:
     print(f"<!-- {machine()}; nproc {os.cpu_count()}; grep: "
           f"{subprocess.run(['grep', '--version'], capture_output=True, text=True).stdout.splitlines()[0]}; "
@@ -709,13 +753,16 @@ async def main_async(args) -> None:
     if args.only in (None, "sandbox"):
         print(await bench_sandbox(args.sandbox_rounds))
         print()
+    if args.only in (None, "sandbox", "guard"):
+        print(await bench_guard(max(10, args.sandbox_rounds // 3), args.files))
+        print()
     print(f"<!-- load average at end {os.getloadavg()[0]:.2f} (1 min), {os.getloadavg()[1]:.2f} (5 min) -->")
 
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--quick", action="store_true", help="smoke run: 3 read rounds, 2,000 files, 1 grep round")
-    ap.add_argument("--only", choices=("reads", "grep", "sandbox"))
+    ap.add_argument("--only", choices=("reads", "grep", "sandbox", "guard"))
     ap.add_argument("--sandbox-rounds", type=int, default=100, help="commands per kind in the sandbox section")
     ap.add_argument("--rounds", type=int, default=0, help="rounds per read medium (default 9; 3 with --quick)")
     ap.add_argument("--grep-rounds", type=int, default=0, help="rounds per grep pattern (default 5; 1 with --quick)")
