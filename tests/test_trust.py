@@ -319,3 +319,21 @@ async def test_a_re_pointed_agent_link_or_a_skill_written_later_is_untrusted_in_
     room = await effective(tmp_path, proj, monkeypatch)
     assert "z" not in room["tools"] and "x" not in room["tools"] and "coder" in room["tools"]
     assert not {"planted", "later"} & room["skills"]
+
+
+def test_what_the_user_accepts_is_theirs_and_nothing_else_is(tmp_path):
+    from orchestrator.team import trust
+
+    env = {"XDG_CONFIG_HOME": str(tmp_path / "config")}
+    clean, planted = tmp_path / "clean", tmp_path / "planted"
+    for ws in (clean, planted):
+        (ws / ".agents" / "skills").mkdir(parents=True)
+    (planted / ".agents" / "skills" / "evil").mkdir()
+    (planted / ".agents" / "skills" / "evil" / "SKILL.md").write_text("---\nname: evil\n---\nx\n")
+    for ws in (clean, planted):
+        before = trust.survey(ws)
+        (ws / ".agents" / "skills" / "csv").mkdir()
+        (ws / ".agents" / "skills" / "csv" / "SKILL.md").write_text("---\nname: csv\n---\nx\n")  # accepted
+        trust.vouch(before, trust.survey(ws), env)
+    assert trust.trusted(trust.survey(clean), env)
+    assert trust.changes(trust.survey(planted), env) == ["added .agents/skills/evil/SKILL.md"]

@@ -175,7 +175,10 @@ async def cmd_review(args) -> int:
     chosen = waiting if ident == "all" else [await trio.to_thread.run_sync(proposals.find, workspace, ident)]
     if not chosen:
         raise InputError("there are no pending proposals")
+    from orchestrator.team import trust
+
     store = None
+    before = await trio.to_thread.run_sync(trust.survey, workspace) if args.accept else None
     try:
         for staged in chosen:
             if store is None and args.accept and staged.proposal.kind == "memory":
@@ -186,6 +189,9 @@ async def cmd_review(args) -> int:
     finally:
         if store is not None:
             await store.close()
+        if before is not None:  # what the user accepted is theirs: the folder's trust takes it in
+            after = await trio.to_thread.run_sync(trust.survey, workspace)
+            await trio.to_thread.run_sync(trust.vouch, before, after)
     return 0
 
 

@@ -55,6 +55,7 @@ from orchestrator.tools.builtin import BUILTIN, ROOM_TOOLS, tool_names
 from orchestrator.tools.jail import Settings, SettingsError
 from orchestrator.tools.kb_tool import kb_tool
 from orchestrator.tools.memory_tool import memory_tool
+from orchestrator.team import trust
 from orchestrator.tools.sandbox import store_files
 from orchestrator.tools.session import Answer, ToolSession
 from orchestrator.trace import semconv as sc
@@ -401,8 +402,11 @@ class Room:
             chosen = await trio.to_thread.run_sync(proposals.pending, self.workspace)
         else:
             chosen = [await trio.to_thread.run_sync(proposals.find, self.workspace, ident)]
+        before = await trio.to_thread.run_sync(trust.survey, self.workspace) if accept else None
         said = [await decide(s, accept, self.skills.library, self.workspace, self.memory) for s in chosen]
-        if accept and chosen:
+        if before is not None and chosen:
+            after = await trio.to_thread.run_sync(trust.survey, self.workspace)
+            await trio.to_thread.run_sync(trust.vouch, before, after)  # what the user accepted is theirs
             await self.reload_skills()
         return said or ["there are no pending proposals"]
 

@@ -30,7 +30,7 @@ from orchestrator.skills.library import stand_in_roots
 from orchestrator.store.backends import open_store
 from orchestrator.store.db import Store
 from orchestrator.store.usage import PriceOf, UsageLog, UsageReport
-from orchestrator.team.trust import unsafe_workspace
+from orchestrator.team.trust import unsafe_workspace, workspace_trusted
 
 
 @dataclass
@@ -105,7 +105,10 @@ async def run_scenario(scn: Scenario, *, db: Path | None = None, workspace: Path
             async with AsyncExitStack() as stack:
                 # One hub for the whole run, so a restart turn reopens the room, not the MCP servers.
                 hub = await stack.enter_async_context(open_hub(Path(tmp) / "mcp")) if scn.team.mcp_servers else None
-                rooms, problems = await _play(scn, store, resolve, ws, sink, retry, models, hub)
+                # The scenario's own workspace (fresh, or its `workspace:` key) is the named file's; a folder
+                # given with --workspace was written by whoever wrote it: its skills need the folder's trust.
+                project = workspace is None or await trio.to_thread.run_sync(workspace_trusted, ws)
+                rooms, problems = await _play(scn, store, resolve, ws, sink, retry, models, hub, project)
                 room_id = rooms[-1]
             record = await store.room(room_id)
             outcome = Outcome(messages=await store.load(room_id), events=events, requests=scripted.requests,
@@ -127,14 +130,14 @@ Resolver = Callable[[str], tuple[Provider, str]]
 
 
 async def _play(scn: Scenario, store: Store, resolve, ws: Path, sink, retry: RetryPolicy,
-                models: Catalog | None, hub: Hub | None) -> tuple[list[str], list[str]]:
+                models: Catalog | None, hub: Hub | None, project: bool = True) -> tuple[list[str], list[str]]:
     """Returns the ids of the rooms it opened, in order, and the problems found on the way."""
     turns = list(scn.turns)
     rooms: list[str] = []
     can_confirm = any(t.confirm for t in turns)  # someone answers only if the scenario does
     base = scn.path.parent if scn.path else Path.cwd()
-    skill_roots = stand_in_roots(ws, {k: (base / v).resolve() for k, v in scn.skill_roots.items()},
-                                 shipped=shipped())
+    skill_roots = [r for r in stand_in_roots(ws, {k: (base / v).resolve() for k, v in scn.skill_roots.items()},
+                                             shipped=shipped()) if project or r.label != "project"]
     problems: list[str] = []
     fatal: list[ErrorEvent] = []
 

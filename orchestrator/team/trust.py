@@ -156,6 +156,21 @@ def trust(s: Survey, env: Mapping[str, str] | None = None) -> Path:
     return path
 
 
+def vouch(before: Survey, after: Survey, env: Mapping[str, str] | None = None) -> None:
+    """The user's own act changed a folder's configuration between `before` and `after` (accepting a
+    proposed skill): what it changed is theirs, the rest keeps the trust it had (none, if none)."""
+    path = store_path(env)
+    entry = _read_store(path).get(str(after.folder))
+    files = dict(entry["files"]) if isinstance(entry, dict) and isinstance(entry.get("files"), dict) else {}
+    for name in set(before.files) | set(after.files):
+        if before.files.get(name) != after.files.get(name):
+            if name in after.files:
+                files[name] = after.files[name]
+            else:
+                files.pop(name, None)
+    trust(Survey(after.folder, {}, files), env)
+
+
 def workspace_trusted(folder: Path) -> bool:
     """May the project skills of `folder` be read? (Blocking: it reads the folder's files.)"""
     return trusted(survey(folder))
