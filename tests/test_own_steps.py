@@ -279,3 +279,19 @@ def test_review_refuses_to_write_in_a_default_workspace_that_is_home_or_root(tmp
     assert done.returncode == 2
     [line] = done.stderr.splitlines()
     assert f"not writing in {cwd}" in line and "pass --workspace DIR" in line
+
+
+def test_a_trace_file_is_not_written_through_a_planted_link(tmp_path):
+    import subprocess
+    import sys
+
+    outside = tmp_path / "outside.jsonl"
+    outside.write_text("the user's\n")
+    ws = tmp_path / "ws"
+    ws.mkdir()
+    (ws / "trace.jsonl").symlink_to(outside)
+    env = {**os.environ, "HOME": str(tmp_path), "XDG_DATA_HOME": str(tmp_path / "data")}
+    done = subprocess.run([sys.executable, "-m", "orchestrator", "run", "greeting", "--trace", "trace.jsonl"],
+                          cwd=ws, env=env, capture_output=True, text=True, timeout=60)
+    assert done.returncode == 2 and "is a symbolic link" in done.stderr
+    assert outside.read_text() == "the user's\n"

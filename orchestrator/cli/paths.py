@@ -96,3 +96,19 @@ def private_file(path: Path) -> Path:
     if not path.exists():
         os.close(os.open(path, os.O_CREAT | os.O_WRONLY, 0o600))
     return path
+
+
+def user_file(text: str) -> Path:
+    """A file the user names for the orchestrator to write (`--trace FILE`), taken as written: a symbolic
+    link on the way, or a file with other hard links, is refused, since an agent may have planted one in a
+    folder it can write to lead the write elsewhere."""
+    import argparse
+
+    from orchestrator.tools.base import ToolError
+    from orchestrator.tools.sandbox import named
+
+    try:
+        return named(text)
+    except ToolError as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from None
+

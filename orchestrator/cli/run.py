@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING, Any
 
 import msgspec
 
-from orchestrator.cli.paths import database, new_run_db
+from orchestrator.cli.paths import database, new_run_db, user_file
 from orchestrator.core.errors import InputError
 from orchestrator.scenario.shipped import describe, find_scenario, shipped
 
@@ -162,7 +162,7 @@ def add_parsers(sub: Any) -> None:
                    "(default: a new file among the kept runs, which `orchestrator rooms` lists)")
     r.add_argument("--workspace", type=Path, help="the agents' workspace folder (default: the scenario's "
                                                   "`workspace:`, else a temporary one)")
-    r.add_argument("--trace", type=Path, metavar="FILE.jsonl",
+    r.add_argument("--trace", type=user_file, metavar="FILE.jsonl",
                    help="write a span (OpenTelemetry GenAI names) per line, agent turn, model call and tool run "
                         "to this file")
     r.add_argument("--evolve", action="store_true", help="turn on the self-improvement pass (as `evolve: true`)")

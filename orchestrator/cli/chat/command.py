@@ -17,7 +17,7 @@ from typing import Any, Awaitable, Callable, Iterator
 import trio
 
 from orchestrator.cli.chat.shell import Shell
-from orchestrator.cli.paths import database, default_db, open_db
+from orchestrator.cli.paths import database, default_db, open_db, user_file
 from orchestrator.core.errors import InputError
 from orchestrator.providers.catalog import Catalog
 from orchestrator.store.db import Store
@@ -52,7 +52,7 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
                         "workspace as they are now, and remember it; without it chat asks in a terminal, and "
                         "an untrusted folder's files are ignored")
     c.add_argument("--name", default=None, help="the new room's name (default: chat, or the scenario's name)")
-    c.add_argument("--trace", type=Path, metavar="FILE.jsonl",
+    c.add_argument("--trace", type=user_file, metavar="FILE.jsonl",
                    help="write a span (OpenTelemetry GenAI names) per line, agent turn, model call and tool "
                         "run to this file")
     c.add_argument("--evolve", action="store_true",
