@@ -31,6 +31,9 @@ from orchestrator.store.backends import open_store
 from orchestrator.store.db import Store
 from orchestrator.store.usage import PriceOf, UsageLog, UsageReport
 from orchestrator.team.trust import unsafe_workspace, workspace_trusted
+from orchestrator.tools.base import ToolError
+from orchestrator.tools.sandbox import write_own
+from orchestrator.tools.session import ToolSession
 
 
 @dataclass
@@ -65,10 +68,12 @@ def prepare_workspace(scn: Scenario, override: Path | None, stack_dir: str) -> P
     else:
         ws = Path(stack_dir) / "workspace"
     ws.mkdir(parents=True, exist_ok=True)
+    session = ToolSession(ws)
     for rel, text in scn.files.items():
-        target = ws / rel
-        target.parent.mkdir(parents=True, exist_ok=True)
-        target.write_text(text)
+        try:  # a kept workspace may hold links an agent planted: none leads these writes out of it
+            write_own(session, rel, text.encode())
+        except ToolError as exc:
+            raise InputError(f"{scn.path or 'the scenario'}: files: {exc}") from None
     return ws.resolve()
 
 
