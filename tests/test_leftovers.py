@@ -41,7 +41,8 @@ async def bash(session, command, **more) -> ToolOutput:
 
 
 def git(ws, *argv, env):
-    return subprocess.run(["git", *argv], cwd=ws, env=env, capture_output=True, text=True, timeout=30)
+    return subprocess.run(["git", *argv], cwd=ws, env=env, capture_output=True, text=True, errors="replace",
+                          timeout=30)
 
 
 @pytest.fixture
@@ -55,6 +56,15 @@ def world(tmp_path, monkeypatch):
            "GIT_AUTHOR_NAME": "t", "GIT_AUTHOR_EMAIL": "t@t", "GIT_COMMITTER_NAME": "t", "GIT_COMMITTER_EMAIL": "t@t"}
     (ws / "main.py").write_text("print('hi')\n")
     git(ws, "init", "-q", env=env)
+    # the user's hook managers, as installed: pre-commit's hook runs the entries of .pre-commit-config.yaml
+    # (a stand-in for the framework, which reads that file the same way), and husky's folder of hooks
+    hook = ws / ".git" / "hooks" / "pre-commit"
+    hook.write_text("#!/bin/sh\n[ -f .pre-commit-config.yaml ] || exit 0\n"
+                    "sed -n 's/^ *entry: //p' .pre-commit-config.yaml | while read -r e; do sh -c \"$e\"; done\n")
+    hook.chmod(0o755)
+    (ws / ".husky").mkdir()
+    (ws / ".husky" / "post-commit").write_text("#!/bin/sh\ntrue\n")
+    (ws / ".husky" / "post-commit").chmod(0o755)
     git(ws, "add", "-A", env=env)
     git(ws, "commit", "-qm", "init", env=env)
     monkeypatch.setenv("HOME", str(home))
@@ -64,7 +74,8 @@ def world(tmp_path, monkeypatch):
 def planted_ran(sentinel: Path, ws: Path, env) -> bool:
     """The user's later unsandboxed steps: status, add, commit, a submodule status; did anything planted run?"""
     (ws / "main.py").write_text("print('changed')\n")
-    for argv in (["status"], ["add", "-A"], ["commit", "-qm", "work"], ["submodule", "status"], ["diff", "HEAD~1"]):
+    for argv in (["status"], ["add", "-A"], ["commit", "-qm", "work"], ["submodule", "status"], ["diff", "HEAD~1"],
+                 ["-c", "core.hooksPath=.husky", "commit", "-qm", "husky", "--allow-empty"]):
         git(ws, *argv, env=env)
     return sentinel.exists()
 
@@ -90,10 +101,21 @@ GIT_ATTACKS = [
     "mkdir -p .git/worktrees/w && printf '[core]\\n\\tfsmonitor = touch {s}\\n' > .git/worktrees/w/config",
     "mkdir -p .git/modules/sub && printf '[core]\\n\\tfsmonitor = touch {s}\\n' > .git/modules/sub/config",
     "printf '[submodule \"sub\"]\\n\\tpath = sub\\n\\turl = ./sub\\n\\tupdate = !touch {s}\\n' > .gitmodules",
+    # git's metadata rebuilt beside the protected one, then pointed at: a copy with a planted config
+    "cp -r .git evil && printf '[core]\\n\\tfsmonitor = touch {s}\\n' >> evil/config && rm -rf .git 2>/dev/null; "
+    "printf 'gitdir: evil\\n' > .git",
+    "cp -r .git evil && printf '[core]\\n\\tfsmonitor = touch {s}\\n' >> evil/config && "
+    "printf '../evil\\n' > .git/commondir",
+    "mv .git .git-old && mkdir .git && cp -r .git-old/HEAD .git-old/objects .git-old/refs .git/ && "
+    "printf '[core]\\n\\trepositoryformatversion = 0\\n\\tfsmonitor = touch {s}\\n' > .git/config",
+    "mkdir sub && cp -r .git sub/g && printf '[core]\\n\\tfsmonitor = touch {s}\\n' >> sub/g/config && "
+    "printf 'gitdir: g\\n' > sub/.git",
     # hook managers' files
     "printf 'repos:\\n- repo: local\\n  hooks:\\n  - id: x\\n    name: x\\n    entry: touch {s}\\n    language: system\\n'"
     " > .pre-commit-config.yaml",
     "mkdir -p .husky && printf '{hook}' > .husky/pre-commit",
+    "printf 'touch {s}\\n' >> .husky/post-commit",
+    "mv .husky h2 && mkdir .husky && printf '{hook}' > .husky/post-commit && chmod +x .husky/post-commit",
     "printf 'pre-commit:\\n  commands:\\n    x:\\n      run: touch {s}\\n' > lefthook.yml",
     # a link where .git was, and a new .git where the workspace had none before (a subfolder)
     "mkdir sub && cd sub && git init -q . && git config core.fsmonitor 'touch {s}'",
