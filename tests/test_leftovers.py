@@ -180,8 +180,9 @@ async def test_git_still_reads_and_writing_it_asks_by_name(world):
     assert "committed" in out.text, out.text
     assert any(".git" in summary for _, summary in asker.calls)
     # hooks and config stay protected unless named themselves
+    hook = (ws / ".git" / "hooks" / "pre-commit").read_text()
     out = await bash(allowed, f"printf '#!/bin/sh\\ntouch {sentinel}\\n' > .git/hooks/pre-commit", writable=[".git"])
-    assert not (ws / ".git" / "hooks" / "pre-commit").exists()
+    assert (ws / ".git" / "hooks" / "pre-commit").read_text() == hook
 
 
 @needs_jail
@@ -393,10 +394,12 @@ async def test_a_running_background_job_is_patrolled(world, monkeypatch):
     async with trio.open_nursery() as nursery:
         session.spawn = lambda fn, *a: nursery.start_soon(fn, *a)
         session.jobs._spawn = session.spawn
-        await bash(session, "mkdir -p .husky && echo x > .husky/pre-commit && sleep 30", background=True)
+        await bash(session, "mkdir -p .devcontainer && echo '{}' > .devcontainer/devcontainer.json && sleep 30",
+                   background=True)
         with trio.fail_after(20):
-            while (ws / ".husky").exists():
+            while not list(ws.glob(".devcontainer.refused-*")):  # made by the job, then set aside
                 await trio.sleep(0.05)
+        assert not (ws / ".devcontainer").exists()
         assert session.jobs.get("job1").ended is None  # set aside while it still runs
         await session.jobs.kill("job1")
 
@@ -426,3 +429,21 @@ def test_a_scripted_agent_through_the_real_cli_plants_nothing_the_users_git_runs
     for sub in ("sub", "deep/er"):
         if (ws / sub).is_dir():
             assert not planted_ran(sentinel, ws / sub, env)
+
+
+@needs_jail
+async def test_a_protected_name_linked_or_pointed_outside_shows_nothing_of_it(tmp_path, monkeypatch):
+    monkeypatch.setenv("HOME", str(tmp_path / "home"))
+    ws, other = tmp_path / "ws", tmp_path / "other"
+    (other / "secrets").mkdir(parents=True)
+    (other / "secrets" / "key").write_text("OUTSIDE-SECRET\n")
+    subprocess.run(["git", "init", "-q", str(other / "repo")], check=True)
+    (other / "repo" / "notes").write_text("OUTSIDE-SECRET\n")
+    subprocess.run(["git", "-C", str(other / "repo"), "add", "notes"], check=True)
+    ws.mkdir()
+    (ws / ".vscode").symlink_to(other / "secrets")
+    (ws / "sub").mkdir()
+    (ws / "sub" / ".git").write_text(f"gitdir: {other / 'repo' / '.git'}\n")  # names no worktree of it
+    session = ToolSession(ws, ask=Asker("deny", risks="once"))
+    out = await bash(session, f"cat .vscode/key {other}/secrets/key; ls {other}; git -C sub show :notes; echo end")
+    assert "OUTSIDE-SECRET" not in out.text and "end" in out.text

@@ -50,6 +50,10 @@ HOME_FILES = (
     ".config/fish", ".config/orchestrator", ".config/autostart", ".config/systemd", ".config/environment.d",
     ".config/nvim", ".vimrc", ".emacs", ".emacs.d", ".config/direnv", ".config/mise", ".pythonrc",
     ".npmrc", ".cargo/config.toml", ".cargo/config", ".local/share/orchestrator",
+    # what those source or read as settings that run programs
+    ".bash_aliases", ".bash_functions", ".bashrc.d", ".zshrc.d", ".zsh", ".oh-my-zsh", ".tmux.conf",
+    ".config/tmux", ".screenrc", ".vim", ".gdbinit", ".xsessionrc", ".config/Code", ".vscode",
+    ".local/share/applications", ".config/pip", ".pip", ".condarc", ".config/uv", ".wgetrc", ".curlrc",
 )
 # git config keys whose value names a program git runs; a program inside the workspace is protected too
 _PROGRAM_KEYS = ("fsmonitor", "sshcommand", "editor", "pager", "external", "command", "clean", "smudge",
@@ -118,13 +122,17 @@ class Scan:
     entries: dict[Path, Entry] = field(default_factory=dict)
     builds: dict[Path, tuple[int, int, int, int]] = field(default_factory=dict)  # dev, ino, size, mtime_ns
     extra: list[Path] = field(default_factory=list)  # resolved git dirs and programs git config names
+    roots: tuple[Path, ...] = ()  # what the command can write: the workspace and its writable folders
 
     def read_only(self, lifted: Iterable[Path] = ()) -> list[Path]:
-        """Real paths to bind read-only: protected entries (a link's target inside), then what git resolves."""
+        """Real paths to bind read-only: protected entries (a link's target, when it is inside what the
+        command can write: elsewhere it is not there at all), then what git resolves."""
         lifted = tuple(lifted)
         out: list[Path] = []
         for e in self.entries.values():
             real = Path(os.path.realpath(e.path)) if e.link is not None else e.path
+            if not any(real.is_relative_to(r) for r in self.roots):
+                continue  # a link out of the writable folders: binding it would make its target visible
             if not any(e.path.is_relative_to(w) for w in lifted):
                 out.append(real)
             elif e.path.name == ".git" and real.is_dir():  # a writable .git still runs nothing new
@@ -137,7 +145,7 @@ class Scan:
 def scan(workspace: Path, homes: Iterable[Path] = (), roots: Iterable[Path] = ()) -> Scan:
     """Walk `workspace` (no link followed) for protected names and build files; resolve each repository's
     git dir, common dir and the programs its config names; add the home files inside `roots`."""
-    found = Scan()
+    found = Scan(roots=(workspace, *roots))
     for path, st in _walk(workspace, found.builds):
         found.entries[path] = Entry(path, (st.st_dev, st.st_ino),
                                     os.readlink(path) if stat.S_ISLNK(st.st_mode) else None)
@@ -185,10 +193,14 @@ _SUFFIXES = OPENED_SUFFIXES + BUILD_SUFFIXES
 
 def _git_paths(workspace: Path, dotgit: Path) -> list[Path]:
     """What a `.git` resolves to (a pointer's gitdir, a worktree's common dir) and the files its config names
-    as programs or includes, where they are a repository's or inside the workspace."""
+    as programs or includes: inside the workspace, or outside it where that repository names this very
+    checkout back (so a planted pointer cannot make another repository visible in the jail)."""
     out: list[Path] = []
     gitdir = _pointed(dotgit) if dotgit.is_file() and not dotgit.is_symlink() else Path(os.path.realpath(dotgit))
     if gitdir is None or not _is_git_dir(gitdir):
+        return out
+    inside = gitdir.is_relative_to(workspace)
+    if not inside and not _names_back(gitdir, dotgit):
         return out
     if gitdir != dotgit:
         out.append(gitdir)
@@ -196,7 +208,8 @@ def _git_paths(workspace: Path, dotgit: Path) -> list[Path]:
     common = _read_small(gitdir / "commondir")
     if common:
         c = Path(os.path.realpath(gitdir / common.strip()))
-        if _is_git_dir(c):
+        # a worktree's own gitdir lies in its common dir's worktrees/: anything else was written there
+        if _is_git_dir(c) and (c.is_relative_to(workspace) or gitdir.parent == c / "worktrees"):
             out.append(c)
             dirs.append(c)
     top = dotgit.parent
@@ -204,6 +217,19 @@ def _git_paths(workspace: Path, dotgit: Path) -> list[Path]:
         out += _config_paths(workspace, top, d / "config")
         out += _config_paths(workspace, top, d / "config.worktree")
     return out
+
+
+def _names_back(gitdir: Path, dotgit: Path) -> bool:
+    """Does the repository at `gitdir` (outside the workspace) name this checkout as its own? A linked
+    worktree's gitdir holds a `gitdir` file naming the checkout's `.git`; a submodule's, core.worktree."""
+    back = _read_small(gitdir / "gitdir")
+    if back and os.path.realpath(back.strip()) == os.path.realpath(dotgit):
+        return True
+    for line in (_read_small(gitdir / "config") or "").splitlines():
+        key, _, value = line.strip().partition("=")
+        if key.strip().lower() == "worktree" and value.strip():
+            return os.path.realpath(gitdir / value.strip().strip('"')) == os.path.realpath(dotgit.parent)
+    return False
 
 
 def _pointed(pointer: Path) -> Path | None:
