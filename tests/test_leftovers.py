@@ -447,3 +447,25 @@ async def test_a_protected_name_linked_or_pointed_outside_shows_nothing_of_it(tm
     session = ToolSession(ws, ask=Asker("deny", risks="once"))
     out = await bash(session, f"cat .vscode/key {other}/secrets/key; ls {other}; git -C sub show :notes; echo end")
     assert "OUTSIDE-SECRET" not in out.text and "end" in out.text
+
+
+@needs_jail
+async def test_scripts_the_users_hooks_run_are_read_only(world):
+    """A hook that runs a script of the workspace runs what an agent writes there: such scripts are protected
+    like the hooks themselves, whichever manager names them."""
+    ws, sentinel, env = world
+    (ws / "scripts").mkdir()
+    for name in ("lint.sh", "check.py", "fmt.sh"):
+        (ws / "scripts" / name).write_text("#!/bin/sh\ntrue\n")
+        (ws / "scripts" / name).chmod(0o755)
+    hook = ws / ".git" / "hooks" / "pre-push"
+    hook.write_text("#!/bin/sh\n./scripts/lint.sh && python3 scripts/check.py\n")
+    (ws / ".husky" / "post-commit").write_text("#!/bin/sh\nsh scripts/fmt.sh\n")
+    session = ToolSession(ws, ask=Asker("deny", risks="once"))
+    out = await bash(session, "for f in scripts/lint.sh scripts/check.py scripts/fmt.sh; do "
+                              f"printf '#!/bin/sh\\ntouch {sentinel}\\n' > $f; done; echo tried")
+    assert "tried" in out.text and "Read-only file system" in out.text
+    for name in ("lint.sh", "check.py", "fmt.sh"):
+        assert (ws / "scripts" / name).read_text() == "#!/bin/sh\ntrue\n"
+    out = await bash(session, "echo '# mine' >> main.py && echo ok")  # the rest stays writable
+    assert "ok" in out.text

@@ -9,6 +9,7 @@ a `.git` rebuilt under a new name, or created where there was none, is new and i
 from __future__ import annotations
 
 import os
+import re
 import shlex
 import stat
 from collections.abc import Iterable, Iterator
@@ -152,6 +153,8 @@ def scan(workspace: Path, homes: Iterable[Path] = (), roots: Iterable[Path] = ()
     for path in list(found.entries):
         if path.name == ".git":
             found.extra += _git_paths(workspace, path)
+        if path.name in GIT and path.name not in (".git", ".gitmodules"):  # hook managers' files and folders
+            found.extra += _named_by_hooks(workspace, path.parent, path)
     for p in home_targets((workspace, *roots), homes):
         try:
             st = os.lstat(p)
@@ -216,6 +219,31 @@ def _git_paths(workspace: Path, dotgit: Path) -> list[Path]:
     for d in dirs:
         out += _config_paths(workspace, top, d / "config")
         out += _config_paths(workspace, top, d / "config.worktree")
+        out += _named_by_hooks(workspace, top, d / "hooks")
+    return out
+
+
+MAX_HOOKS = 64  # files of one hooks folder read for the programs they name
+_WORD = re.compile(r"[\w.@+~-]*/[\w./@+~-]+|[\w.@+-]+\.(?:sh|bash|py|js|mjs|cjs|ts|rb|pl|ps1)\b")
+
+
+def _named_by_hooks(workspace: Path, top: Path, where: Path) -> list[Path]:
+    """The workspace files that hooks (a hooks folder's scripts, a hook manager's config or folder) name as
+    programs to run: git runs the hook from the checkout's top, and the hook runs them, so an agent that
+    rewrote `scripts/lint.sh` would have its code run by the user's next commit."""
+    try:
+        files = [where] if where.is_file() else sorted(p for p in where.iterdir() if p.is_file())[:MAX_HOOKS]
+    except OSError:
+        return []
+    out: list[Path] = []
+    for f in files:
+        if f.name.endswith(".sample"):
+            continue
+        for word in _WORD.findall(_read_small(f) or ""):
+            path = Path(os.path.expanduser(word))
+            path = Path(os.path.realpath(path if path.is_absolute() else top / path))
+            if path.is_relative_to(workspace) and path.is_file():
+                out.append(path)
     return out
 
 
