@@ -469,3 +469,18 @@ async def test_scripts_the_users_hooks_run_are_read_only(world):
         assert (ws / "scripts" / name).read_text() == "#!/bin/sh\ntrue\n"
     out = await bash(session, "echo '# mine' >> main.py && echo ok")  # the rest stays writable
     assert "ok" in out.text
+
+
+@needs_jail
+async def test_a_command_started_meanwhile_does_not_make_anothers_leftovers_the_users(world):
+    import trio
+
+    ws, _, _ = world
+    session = ToolSession(ws, ask=Asker("deny", risks="once"))
+    async with trio.open_nursery() as nursery:
+        nursery.start_soon(bash, session, "mkdir .vscode && echo '{}' > .vscode/tasks.json && sleep 1.5")
+        with trio.fail_after(20):
+            while not (ws / ".vscode").exists():
+                await trio.sleep(0.02)
+        await bash(session, "true")  # its look before meets the other's .vscode
+    assert not (ws / ".vscode").exists() and list(ws.glob(".vscode.refused-*"))

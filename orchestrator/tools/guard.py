@@ -63,20 +63,22 @@ class Guard:
         self.workspace = workspace
         self._known: set[tuple[int, int]] | None = None
         self._lock = threading.Lock()
-        self.jobs = 0  # background jobs running: while one runs, a new entry may be its doing
+        self.active = 0  # commands between their look before and their last look after, jobs too
         self._changed: dict[str, dict[Path, None]] = {}  # agent -> build files changed, until reported
         self._moved: dict[str, list[tuple[Path, Path]]] = {}
 
     def before(self, agent: str, roots: Iterable[Path] = ()) -> Scan:
-        """Look at the workspace before a command. What appeared since the last look is the user's own,
-        unless a background job runs: then it may be the job's, and is set aside."""
+        """Look at the workspace before a command, which counts as running until its final after(). What
+        appeared since the last look is the user's own, unless another command or a job runs: then it may
+        be theirs, and is set aside (counting it the user's would let a command's own pass unseen)."""
         found = protected.scan(self.workspace, homes(), roots)
         with self._lock:
+            others, self.active = self.active, self.active + 1
             if self._known is None:
                 self._known = {e.identity for e in found.entries.values()}
                 return found
             fresh = [e for e in found.entries.values() if e.identity not in self._known]
-            if not self.jobs:
+            if not others:
                 self._known.update(e.identity for e in fresh)
                 return found
         for e in fresh:
@@ -84,10 +86,19 @@ class Guard:
             found.entries.pop(e.path, None)
         return found
 
-    def after(self, agent: str, before: Scan, lifted: Iterable[Path] = (), roots: Iterable[Path] = ()) -> Outcome:
-        """After a command: set aside each protected entry it made (outside `lifted`, what the user allowed),
-        put back a link it replaced, and note the build files it created or changed."""
-        lifted = tuple(lifted)
+    def after(self, agent: str, before: Scan, lifted: Iterable[Path] = (), roots: Iterable[Path] = (), *,
+              final: bool = True) -> Outcome:
+        """After a command (`final`; else a look while it still runs): set aside each protected entry it
+        made (outside `lifted`, what the user allowed), put back a link it replaced, and note the build
+        files it created or changed."""
+        try:
+            return self._after(agent, before, tuple(lifted), roots)
+        finally:
+            if final:
+                with self._lock:
+                    self.active -= 1
+
+    def _after(self, agent: str, before: Scan, lifted: tuple[Path, ...], roots: Iterable[Path]) -> Outcome:
         now = protected.scan(self.workspace, homes(), roots)
         outcome = Outcome()
         with self._lock:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import os
 from dataclasses import replace
-from functools import cache
+from functools import cache, partial
 from pathlib import Path
 from typing import Annotated, Awaitable, Callable, Sequence
 
@@ -117,26 +117,37 @@ async def bash(args: BashArgs, ctx: ToolContext) -> ToolOutput | str:
         watch = guard.of(ctx.session)
         seen = await trio.to_thread.run_sync(watch.before, ctx.agent, roots, limiter=_GUARD)
         lifts = [p for p, _ in lifted]
-        limits = settings.limits.for_job() if args.background else settings.limits
-        confined = confinement(ctx.session, cwd, network, roots, seen.read_only(lifts))
-        fds = [fd] if (fd := open_filter(network)) is not None else []
-        argv = jail.argv([SHELL, "-c", command], replace(confined, limits=limits, seccomp=fd))
 
-        async def checked() -> str:
-            outcome = await trio.to_thread.run_sync(watch.after, ctx.agent, seen, lifts, roots, limiter=_GUARD)
+        async def checked(final: bool = True) -> str:
+            outcome = await trio.to_thread.run_sync(partial(watch.after, ctx.agent, seen, lifts, roots, final=final),
+                                                    limiter=_GUARD)
             return outcome.note(ctx.workspace)
+
+        try:
+            limits = settings.limits.for_job() if args.background else settings.limits
+            confined = confinement(ctx.session, cwd, network, roots, seen.read_only(lifts))
+            fds = [fd] if (fd := open_filter(network)) is not None else []
+            argv = jail.argv([SHELL, "-c", command], replace(confined, limits=limits, seccomp=fd))
+        except BaseException:
+            with trio.CancelScope(shield=True):  # it never ran: the guard counts it ended
+                await checked()
+            raise
 
     if args.background:
         async def ended(job: Job) -> None:
-            watch.jobs -= 1
             if note := await checked():
                 await job.output.write(f"\n{note}\n".encode())
 
-        job = await ctx.session.jobs.start(argv, cwd=cwd, timeout=timeout, ended=ended if watch else None,
-                                           limits=limits, pass_fds=fds)
-        if watch is not None:  # no checkpoint since the start: the job has not run, nor ended
-            watch.jobs += 1
-            ctx.session.spawn(_patrol, job, checked)
+        try:
+            job = await ctx.session.jobs.start(argv, cwd=cwd, timeout=timeout, ended=ended if watch else None,
+                                               limits=limits, pass_fds=fds)
+        except BaseException:
+            if watch is not None:
+                with trio.CancelScope(shield=True):
+                    await checked()
+            raise
+        if watch is not None:
+            ctx.session.spawn(_patrol, job, partial(checked, False))
         return (f"Started background job {job.id} (stopped after {timeout:g} s or when the room stops). "
                 f"Check it with job_status, read it with job_output, stop it with job_kill.")
     try:
