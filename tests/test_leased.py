@@ -171,8 +171,7 @@ async def test_a_handoff_answers_the_line_and_the_floor_owner_owes_the_note(back
     dies before the floor owner replied leaves the note unanswered, and the next owner wakes the floor owner
     (not the commander) for it."""
     store = await backend.open()
-    # the coder does not answer before the "death", however slow the machine (a stop ends its wait)
-    echo, hands = Echo(3600.0), HandsOff()
+    echo, hands = Echo(5.0), HandsOff()  # the coder is slow: the "death" comes before its reply
     try:
         record = await store.create_room("r", meta={"workspace": str(tmp_path)})
         await store.acquire(record.id, "dead", 0.05)
