@@ -15,6 +15,7 @@ from orchestrator.core.events import (
     EVENT_ENCODER,
     Cancelled, Check, Compaction, Confirm, Done, ErrorEvent, Event, MessageEvent, Retry, State, TaskEvent, TextDeltaEvent,
 )
+from orchestrator.core.visible import displayed
 from orchestrator.room.handback import StreamFilter
 
 
@@ -72,6 +73,7 @@ class Printer:
             self._streaming, self._held = None, ""
 
     def __call__(self, ev: Event) -> None:
+        ev = displayed(ev)  # agents' text never drives the terminal
         if isinstance(ev, TextDeltaEvent):
             if self._streaming is None and (ev.agent in self._shown or not self._shown):
                 self._streaming = ev.agent

@@ -21,6 +21,7 @@ from orchestrator.cli.chat.view import View, short, wrap
 from orchestrator.cli.paths import default_db, private_file
 from orchestrator.core.errors import FATAL_KINDS, InputError
 from orchestrator.core.events import Done, ErrorEvent, Event, message_event
+from orchestrator.core.visible import visible
 from orchestrator.providers.catalog import UNKNOWN
 from orchestrator.store.db import Store
 
@@ -91,7 +92,7 @@ class Shell:
             print(line, flush=True)
 
     def say(self, line: str) -> None:
-        self._print(self.view.dim(line))
+        self._print(self.view.dim(visible(line)))  # it may quote names, descriptions and diffs agents wrote
 
     def on_event(self, ev: Event) -> None:
         self.view(ev)
@@ -102,7 +103,7 @@ class Shell:
         scripted = self.setup.scripted
         if isinstance(ev, Done) and scripted is not None and len(scripted.failures) > self._failures:
             for f in scripted.failures[self._failures:]:
-                self._print(self.view.red(f"! script: {f}"))
+                self._print(self.view.red(visible(f"! script: {f}")))
             self._failures = len(scripted.failures)
 
     # the session
@@ -117,7 +118,7 @@ class Shell:
                         try:
                             target = await self._room(target)
                         except InputError as exc:  # that room cannot be opened: back to the last one
-                            self._print(self.view.red(f"! {exc}"))
+                            self._print(self.view.red(visible(f"! {exc}")))
                             target = self._last_room if self._last_room != target else None
             finally:
                 if self.interactive:
@@ -206,7 +207,7 @@ class Shell:
             try:
                 nxt = await self.handle(room, line)
             except InputError as exc:
-                self._print(self.view.red(f"! {exc}"))
+                self._print(self.view.red(visible(f"! {exc}")))
                 continue
             if nxt is not None:
                 return nxt.ref
@@ -276,14 +277,14 @@ class Shell:
         elif cmd == "/floor":
             floor = room.floor
             where = "the commander" if floor == "commander" else f"{floor} (until it hands back; @commander takes it)"
-            self._print(f"floor: {floor} — lines without an @name go to {where}")
+            self._print(visible(f"floor: {floor} — lines without an @name go to {where}"))
         elif cmd == "/ledger":
             tasks = list(room.ledger.tasks.values())
             if not tasks:
                 self._print("the ledger is empty")
             for t in tasks:
                 result = f" → {short(t.result, 60)}" if t.result else ""
-                self._print(f"{t.id}  {t.agent:<12} {t.kind:<8} {t.status:<9} {short(t.task, 50)}{result}")
+                self._print(visible(f"{t.id}  {t.agent:<12} {t.kind:<8} {t.status:<9} {short(t.task, 50)}{result}"))
         elif cmd == "/usage":
             from orchestrator.store.usage import table
 
@@ -382,7 +383,7 @@ class Shell:
             raise InputError("agents are still working: wait, or /stop them, then /export")
         record = await self.store.room(room.id)
         messages = await self.store.load(room.id)
-        data = to_markdown(record, messages).encode("utf-8")
+        data = visible(to_markdown(record, messages)).encode("utf-8")  # read by a person: nothing acts
         # The path is often in the workspace, where an agent may have planted a link: written as the tools write.
         try:
             await trio.to_thread.run_sync(write_named, arg, data, limiter=_EXPORT_IO)

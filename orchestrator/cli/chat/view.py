@@ -16,6 +16,7 @@ from orchestrator.core.events import (
     Cancelled, Compaction, Confirm, Done, ErrorEvent, Event, MessageEvent, Retry, State, TaskEvent,
     TextDeltaEvent,
 )
+from orchestrator.core.visible import displayed
 from orchestrator.room.handback import StreamFilter
 
 _ANONYMOUS = re.compile(r"worker(?:-\d+)?")
@@ -136,6 +137,7 @@ class View(Printer):
 
     # events
     def __call__(self, ev: Event) -> None:
+        ev = displayed(ev)  # agents' text never drives the terminal
         if isinstance(ev, TextDeltaEvent):
             self._delta(ev.agent, ev.text)
         elif isinstance(ev, MessageEvent):
