@@ -10,7 +10,7 @@ from typing import Any
 import msgspec
 import trio
 
-from orchestrator.cli.paths import database, default_db
+from orchestrator.cli.paths import add_trust_flag, database, default_db
 from orchestrator.core.errors import InputError
 from orchestrator.mcplink.config import ServerConfig, configured
 
@@ -99,8 +99,5 @@ def add_parser(sub: Any) -> None:
     s.add_argument("--workspace", type=Path, help="the agents' workspace folder (default: a folder of the "
                                                   "server's own, workspaces/mcp-serve in the data folder; never the "
                                                   "current folder, which a desktop client may set to / or home)")
-    s.add_argument("--trust", action="store_true",
-                   help="trust the agent files (agents/*.md) of the current folder and the skills "
-                        "(.agents/skills) of the workspace as they are now, and remember it; an untrusted "
-                        "folder's files are ignored (one line on stderr says so)")
+    add_trust_flag(s)
     s.set_defaults(fn=cmd_serve, own_workspace="mcp-serve")

@@ -112,3 +112,12 @@ def user_file(text: str) -> Path:
     except ToolError as exc:
         raise argparse.ArgumentTypeError(str(exc)) from None
 
+
+def add_trust_flag(parser, *, asks: bool = False) -> None:
+    """`--trust` of the commands that read a folder's agent files and skills (`asks`: chat, which asks)."""
+    parser.add_argument("--trust", action="store_true",
+                        help="trust the agent files (agents/*.md) of the current folder and the skills "
+                             "(.agents/skills) of the workspace as they are now, and remember it; "
+                             + ("without it chat asks in a terminal, and " if asks else "")
+                             + "an untrusted folder's files are ignored (one line says so)")
+

@@ -28,7 +28,7 @@ import msgspec
 import trio
 
 from orchestrator.cli.chat.command import Setup, load_setup
-from orchestrator.cli.paths import database, default_db, open_db
+from orchestrator.cli.paths import add_trust_flag, database, default_db, open_db
 from orchestrator.core.errors import InputError
 from orchestrator.store.backends import is_url
 from orchestrator.store.lease import LEASE_SECONDS
@@ -62,10 +62,7 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
     s.add_argument("--workspace", type=Path, help="the agents' workspace folder for new rooms (default: a folder "
                                                   "of the server's own, workspaces/serve in the data folder; never "
                                                   "the current folder)")
-    s.add_argument("--trust", action="store_true",
-                   help="trust the agent files (agents/*.md) of the current folder and the skills "
-                        "(.agents/skills) of the workspace as they are now, and remember it; an untrusted "
-                        "folder's files are ignored")
+    add_trust_flag(s)
     s.add_argument("--host", default="127.0.0.1",
                    help="the address to listen on (default: %(default)s, this machine only)")
     s.add_argument("--port", type=int, default=8765, help="the port (default: %(default)s; 0 picks a free one)")

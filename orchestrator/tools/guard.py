@@ -37,8 +37,8 @@ class Outcome:
         lines = []
         if self.set_aside:
             moved = ", ".join(f"{_rel(workspace, p)} (now {n.name})" for p, n in self.set_aside)
-            lines.append(f"[set aside: this command created {moved}; {_why(workspace, self.set_aside)} "
-                         f"outside the sandbox later, so it was renamed. To write one on purpose, run the "
+            lines.append(f"[set aside: this command created {moved}; git, an editor or the orchestrator would "
+                         f"run or read it outside the sandbox later, so it was renamed. To write one on purpose, run the "
                          f"command again with writable: [its path]; the user is asked]")
         if self.builds:
             lines.append(f"[changed build files, which run code when the user runs them (make, pytest, npm ...): "
@@ -48,12 +48,6 @@ class Outcome:
 
 def _rel(workspace: Path, p: Path) -> str:
     return p.relative_to(workspace).as_posix() if p.is_relative_to(workspace) else str(p)
-
-
-def _why(workspace: Path, moved: list[tuple[Path, Path]]) -> str:
-    kinds = {protected.reason(workspace, p) for p, _ in moved}
-    return "git, an editor or the orchestrator would run or read it" if len(kinds) != 1 or None in kinds \
-        else next(iter(kinds)).split(": ", 1)[1].replace("runs what it configures", "would run what it configures")
 
 
 class Guard:

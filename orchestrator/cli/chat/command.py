@@ -17,7 +17,7 @@ from typing import Any, Awaitable, Callable, Iterator
 import trio
 
 from orchestrator.cli.chat.shell import Shell
-from orchestrator.cli.paths import database, default_db, open_db, user_file
+from orchestrator.cli.paths import add_trust_flag, database, default_db, open_db, user_file
 from orchestrator.core.errors import InputError
 from orchestrator.providers.catalog import Catalog
 from orchestrator.store.db import Store
@@ -47,10 +47,7 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
     c.add_argument("--workspace", type=Path, help="the agents' workspace folder (default: the current folder, "
                                                   "unless that is your home folder, / or a system folder; with "
                                                   "--scripted, the scenario's or a temporary one)")
-    c.add_argument("--trust", action="store_true",
-                   help="trust the agent files (agents/*.md) and skills (.agents/skills) of this folder and the "
-                        "workspace as they are now, and remember it; without it chat asks in a terminal, and "
-                        "an untrusted folder's files are ignored")
+    add_trust_flag(c, asks=True)
     c.add_argument("--name", default=None, help="the new room's name (default: chat, or the scenario's name)")
     c.add_argument("--trace", type=user_file, metavar="FILE.jsonl",
                    help="write a span (OpenTelemetry GenAI names) per line, agent turn, model call and tool "
