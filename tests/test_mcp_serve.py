@@ -97,3 +97,43 @@ def test_mcp_list_shows_each_server_its_tools_and_why_one_does_not_start(tmp_pat
                            capture_output=True, text=True, env=env, timeout=60)
     assert "mcp__files__lookup  approval=allow  [readOnlyHint=True]" in plain.stdout
     assert "broken  (stdio:" in plain.stdout and "  does not start: MCP server 'broken' exited" in plain.stdout
+
+
+async def test_mcp_serve_keeps_its_own_database_and_refuses_long_lines(tmp_path):
+    """Any MCP client can list and read every room of the database `mcp serve` opens: by default that is a
+    database of its own, so the user's chat rooms (and what was said in them) stay out of its reach."""
+    from orchestrator.cli.paths import open_db
+    from orchestrator.core.types import Draft, TextBlock
+    from orchestrator.room.room import MAX_LINE
+
+    data = tmp_path / "data"
+    chat = await open_db(data / "orchestrator" / "orchestrator.db")
+    secret = await chat.create_room("private")
+    await chat.append(secret.id, Draft(author="user", kind="user", blocks=[TextBlock("the key is hunter2")],
+                                       visible_to=["user"]))
+    await chat.close()
+
+    home = tmp_path / "home"
+    home.mkdir()
+    params = StdioServerParameters(
+        command=sys.executable, args=["-m", "orchestrator", "mcp", "serve", "--scripted", str(TEAM)],
+        env={"HOME": str(home), "XDG_DATA_HOME": str(data), "XDG_STATE_HOME": str(tmp_path / "state"),
+             "XDG_CONFIG_HOME": str(tmp_path / "config"), "XDG_CACHE_HOME": str(tmp_path / "cache"),
+             "PATH": "/usr/bin:/bin"},
+        cwd=str(home))
+    with open(tmp_path / "serve.log", "w") as errlog, trio.fail_after(60):
+        async with Client(stdio_client(params, errlog=errlog)) as client:
+            listed = await client.call_tool("list_rooms", {})
+            assert listed.structured_content["rooms"] == []
+            hidden = await client.call_tool("read_room", {"room": secret.id})
+            assert hidden.is_error and "hunter2" not in hidden.content[0].text
+
+            long = await client.call_tool("ask_team", {"line": "x" * (MAX_LINE + 1)})
+            assert long.is_error and f"at most {MAX_LINE:,}" in long.content[0].text
+            assert (await client.call_tool("list_rooms", {})).structured_content["rooms"] == []
+
+            asked = await client.call_tool("ask_team", {"line": "What is the capital of France?"})
+            assert not asked.is_error, asked.content
+    assert (data / "orchestrator" / "mcp-serve.db").is_file()
+    assert list(home.iterdir()) == [], "nothing was written in the folder it started in"
+    assert "Traceback" not in (tmp_path / "serve.log").read_text()

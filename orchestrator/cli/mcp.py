@@ -10,7 +10,7 @@ from typing import Any
 import msgspec
 import trio
 
-from orchestrator.cli.paths import add_trust_flag, database, default_db
+from orchestrator.cli.paths import add_trust_flag, database, mcp_serve_db
 from orchestrator.core.errors import InputError
 from orchestrator.mcplink.config import ServerConfig, configured
 
@@ -95,7 +95,9 @@ def add_parser(sub: Any) -> None:
                    help="run every agent on this model (default: $ORCHESTRATOR_MODEL)")
     s.add_argument("--scripted", type=Path, metavar="SCENARIO.yaml",
                    help="play a scenario's team and scripted models instead of a real model")
-    s.add_argument("--db", type=database, default=default_db(), help="the SQLite file or postgresql:// URL (default: %(default)s)")
+    s.add_argument("--db", type=database, default=mcp_serve_db(),
+                   help="the SQLite file or postgresql:// URL (default: %(default)s, a database of its own: any MCP "
+                        "client can read every room in it, so pass chat's database only to share those rooms)")
     s.add_argument("--workspace", type=Path, help="the agents' workspace folder (default: a folder of the "
                                                   "server's own, workspaces/mcp-serve in the data folder; never the "
                                                   "current folder, which a desktop client may set to / or home)")

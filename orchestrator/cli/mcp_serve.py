@@ -15,7 +15,7 @@ from orchestrator.core.errors import InputError
 from orchestrator.core.events import Event, MessageEvent, ToolStart
 from orchestrator.core.types import Message
 from orchestrator.room.host import RoomHost
-from orchestrator.room.room import USER, Room
+from orchestrator.room.room import MAX_LINE, USER, Room, checked_line
 from orchestrator.cli.paths import open_db
 from orchestrator.store.db import Store
 
@@ -83,11 +83,16 @@ def build(rooms: Rooms) -> MCPServer:
     server = MCPServer("orchestrator", instructions=INSTRUCTIONS)
 
     @server.tool(description="Post a line to the team (a new room, or the room named) and return the room's "
-                             "answer once it is idle. Progress notifications report what the agents do.",
+                             "answer once it is idle. Progress notifications report what the agents do. "
+                             f"A line holds at most {MAX_LINE:,} characters.",
                  structured_output=False)
     async def ask_team(line: str, ctx: Context, room: str | None = None) -> CallToolResult:
         if not line.strip():
             return _error("`line` is empty: say what the team should do")
+        try:
+            checked_line(line)
+        except InputError as exc:
+            return _error(str(exc))
         send, receive = trio.open_memory_channel(256)
         try:
             async with rooms.room(room) as opened:

@@ -40,6 +40,12 @@ def default_db() -> Path | str:
     return _data_dir() / "orchestrator.db"
 
 
+def mcp_serve_db() -> Path:
+    """`mcp serve`'s own database, beside the chat one: any MCP client can list and read every room of
+    the database it serves, so it never sees the user's chat rooms unless `--db` says so."""
+    return _home() / "mcp-serve.db"
+
+
 def _data_dir() -> Path:
     return Path(os.environ.get("XDG_DATA_HOME") or Path.home() / ".local" / "share") / "orchestrator"
 

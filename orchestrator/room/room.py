@@ -72,6 +72,15 @@ _LEDGER_HEAD = estimate("Task ledger:\n")  # the commander prompt's heading over
 _SLOT = "\x00ledger\x00"  # a ledger line no task has: where the frame's lines go
 Resolve = Callable[[str], tuple[Provider, str]]  # model string -> (provider, model id)
 Catalog = Callable[[str], "ModelInfo | None"]  # model string -> its window and compaction point, if known
+MAX_LINE = 100_000  # characters in one user line, from any surface; longer text belongs in a file
+
+
+def checked_line(text: str) -> str:
+    """A user line as a room takes it; one that is too long is refused whole, never cut."""
+    if len(text) > MAX_LINE:
+        raise InputError(f"the line is {len(text):,} characters; a room takes at most {MAX_LINE:,} in one line: "
+                         "put longer text in a file and name it")
+    return text
 
 
 class Frame:
@@ -287,7 +296,7 @@ class Room:
     async def post(self, text: str, *, skill: str | None = None) -> Message:
         """A user line: routed to the @mentioned member, else the floor owner (G7, G11). `skill`: the
         user invokes that skill for this line (`/skill NAME`): the target gets it as if it had activated it."""
-        m = _MENTION.match(text.strip())
+        m = _MENTION.match(checked_line(text).strip())
         target = self.floor
         if m:
             target = m.group(1)
