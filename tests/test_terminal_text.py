@@ -7,8 +7,6 @@ import json
 import subprocess
 import sys
 
-import pytest
-
 from orchestrator.core.visible import exact, visible
 from tests.test_chat import Term, scenario
 
@@ -74,9 +72,32 @@ def test_run_and_show_print_it_visible_and_export_jsonl_keeps_it(tmp_path):
     shown = subprocess.run([sys.executable, "-m", "orchestrator", "export", "hostile-run", "--db", env_db,
                             "--format", "jsonl"], capture_output=True, text=True, timeout=60,
                            env={"HOME": str(tmp_path), "PATH": "/usr/bin:/bin"})
-    if shown.returncode != 0:
-        pytest.skip(f"export by name: {shown.stderr.strip()}")
+    assert shown.returncode == 0, shown.stderr
     assert HOSTILE in [json.loads(x).get("text") for x in shown.stdout.splitlines()]  # for programs: as is
     md = subprocess.run([sys.executable, "-m", "orchestrator", "export", "hostile-run", "--db", env_db],
                         capture_output=True, text=True, timeout=60, env={"HOME": str(tmp_path), "PATH": "/usr/bin:/bin"})
     assert "\x1b" not in md.stdout and visible("clear\x1b[2J") in md.stdout
+
+
+def test_every_other_command_prints_what_it_read_visibly(tmp_path):
+    """A file's name, a note or a tool's description can carry escape sequences too: every command a person
+    reads prints through the one sanitizer, errors included; --json keeps the text for programs."""
+    folder = tmp_path / "src"
+    folder.mkdir()
+    hostile = "a\x1b[2Jb\x1b]52;c;cm0gLXJmIH4=\x07\u202e.txt"
+    (folder / hostile).write_text("print('hi')\n")
+    env = {"HOME": str(tmp_path), "PATH": "/usr/bin:/bin"}
+    listed = subprocess.run([sys.executable, "-m", "orchestrator", "tokens", str(folder / hostile)], capture_output=True,
+                            text=True, timeout=60, env=env)
+    assert listed.returncode == 0, listed.stderr
+    assert "\x1b" not in listed.stdout and "\x07" not in listed.stdout and "\u202e" not in listed.stdout
+    assert visible(hostile) in listed.stdout
+    as_json = subprocess.run([sys.executable, "-m", "orchestrator", "tokens", "--json", str(folder / hostile)],
+                             capture_output=True, text=True, timeout=60, env=env)
+    assert as_json.returncode == 0, as_json.stderr
+    assert [json.loads(x)["path"] for x in as_json.stdout.splitlines()] == [str(folder / hostile)]
+
+    missing = subprocess.run([sys.executable, "-m", "orchestrator", "run", str(tmp_path / hostile)],
+                             capture_output=True, text=True, timeout=60, env=env)
+    assert missing.returncode == 2 and "error:" in missing.stderr
+    assert "\x1b" not in missing.stderr and visible("a\x1b[2Jb") in missing.stderr

@@ -19,6 +19,7 @@ import trio
 
 from orchestrator.core.errors import InputError
 from orchestrator.core.log import configure, logger
+from orchestrator.core.visible import Shown
 
 log = logger(__name__)
 
@@ -135,6 +136,15 @@ def main(argv: list[str] | None = None) -> int:
     except SystemExit as exc:  # argparse already printed the usage line
         return 0 if exc.code == 0 else 2
     configure(debug=args.debug, json_file=args.log_json)
+    streams = sys.stdout, sys.stderr
+    _show_visibly(args)
+    try:
+        return _run(args)
+    finally:
+        sys.stdout, sys.stderr = streams
+
+
+def _run(args: argparse.Namespace) -> int:
     try:
         code = trio.run(args.fn, args)
         sys.stdout.flush()  # here, not at exit: a reader that left (`| head`) is then one more case below
@@ -155,6 +165,18 @@ def main(argv: list[str] | None = None) -> int:
         log.debug("crash", exc_info=True)
         _error(f"error: {type(exc).__name__}: {exc} (run with --debug for details)")
         return 3
+
+
+def _show_visibly(args: argparse.Namespace) -> None:
+    """What a command prints for a person goes through one sanitizer: a note, a skill's text, a tool's
+    description or an error quoting a file can carry escape sequences the terminal would act on. The
+    printers of `chat`, `run` and `show` sanitize each event themselves and add their own colours; output
+    for programs (--json, jsonl, MCP's stdio) is written as it is, unless a person is reading it."""
+    machine = getattr(args, "json", False) or getattr(args, "format", None) == "jsonl" \
+        or getattr(args, "stdio", False)
+    if not getattr(args, "paints", False) and (not machine or sys.stdout.isatty()):
+        sys.stdout = Shown(sys.stdout)
+    sys.stderr = Shown(sys.stderr)
 
 
 def _error(text: str) -> None:

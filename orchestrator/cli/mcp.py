@@ -102,4 +102,4 @@ def add_parser(sub: Any) -> None:
                                                   "server's own, workspaces/mcp-serve in the data folder; never the "
                                                   "current folder, which a desktop client may set to / or home)")
     add_trust_flag(s)
-    s.set_defaults(fn=cmd_serve, own_workspace="mcp-serve")
+    s.set_defaults(fn=cmd_serve, own_workspace="mcp-serve", stdio=True)

@@ -158,4 +158,4 @@ def add_parsers(sub: Any) -> None:
         if name == "show":
             s.add_argument("--usage", action="store_true",
                            help="what the room spent per agent and model: calls, tokens, time, cost")
-        s.set_defaults(fn=fn)
+        s.set_defaults(fn=fn, paints=name == "show")

@@ -166,7 +166,7 @@ def add_parsers(sub: Any) -> None:
                    help="write a span (OpenTelemetry GenAI names) per line, agent turn, model call and tool run "
                         "to this file")
     r.add_argument("--evolve", action="store_true", help="turn on the self-improvement pass (as `evolve: true`)")
-    r.set_defaults(fn=cmd_run)
+    r.set_defaults(fn=cmd_run, paints=True)
 
     c = sub.add_parser("check", help="play scenarios and report pass/fail for each",
                        description="Play every scenario given (files, folders of them, or shipped scenarios by "

@@ -50,6 +50,21 @@ def exact(text: str) -> str:
     return text.translate(_STRICT)
 
 
+class Shown:
+    """A text stream that writes on what it is given made visible: the output of a command a person reads,
+    where any line may quote what an agent, a tool or a file wrote (a note, a skill, an error)."""
+
+    def __init__(self, stream: Any):
+        self._stream = stream
+
+    def write(self, text: str) -> int:
+        self._stream.write(visible(text))
+        return len(text)
+
+    def __getattr__(self, name: str) -> Any:  # flush, isatty, fileno, encoding, buffer: the stream's own
+        return getattr(self._stream, name)
+
+
 def displayed(ev: E) -> E:
     """The event with every text a person will read made visible (a confirmation's summary exactly):
     the one place the terminal's printers take their text from."""

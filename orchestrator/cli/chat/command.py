@@ -55,7 +55,7 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
     c.add_argument("--evolve", action="store_true",
                    help="after each line's work, let one capped model call propose a memory entry or a skill "
                         "(staged for /proposals; never applied by itself)")
-    c.set_defaults(fn=cmd_chat, own_workspace=None)
+    c.set_defaults(fn=cmd_chat, own_workspace=None, paints=True)
     return c
 
 
