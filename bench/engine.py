@@ -42,6 +42,10 @@ import trio
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
+from orchestrator.core import startup  # noqa: E402
+
+startup.tune()  # as the command line does: lean imports, the collector policy of a host
+
 from orchestrator.core.types import (  # noqa: E402
     Draft, Message, TextBlock, ToolCallBlock, ToolResultBlock,
 )

@@ -47,6 +47,10 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from engine import machine, pct, text_of  # noqa: E402  (bench/engine.py: prose, percentiles, machine line)
 
+from orchestrator.core import startup  # noqa: E402
+
+startup.tune()  # as the command line does: lean imports, the collector policy of a host
+
 from orchestrator.core.events import ErrorEvent, Event, MessageEvent, TaskEvent, TurnStart  # noqa: E402
 from orchestrator.core.types import Draft, TextBlock  # noqa: E402
 from orchestrator.providers.scripted import Reply, ScriptedProvider  # noqa: E402

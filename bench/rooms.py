@@ -38,6 +38,10 @@ import trio
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
+from orchestrator.core import startup  # noqa: E402
+
+startup.tune()  # as the command line does: lean imports, the collector policy of a host
+
 from orchestrator.core.types import (  # noqa: E402
     Request, StreamEnd, TextDelta, ToolCallDone, ToolResultBlock, Usage,
 )

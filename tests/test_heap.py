@@ -8,6 +8,7 @@ import weakref
 import pytest
 import trio
 
+from orchestrator.core import startup
 from orchestrator.room import host as host_module
 from orchestrator.room.heap import Heap
 from orchestrator.room.host import RoomHost
@@ -108,6 +109,7 @@ def test_young_passes_back_off_while_they_find_nothing_and_come_back_when_one_fi
 
 
 async def test_the_host_gives_everything_back_to_the_collector_when_it_closes(tmp_path, monkeypatch):
+    monkeypatch.setattr(startup, "_TUNED", True)  # the policy a program turns on (the CLI does)
     monkeypatch.setattr(host_module, "Heap", lambda: Heap(every=0.01))
     store = await Store.open(tmp_path / "heap.db")
     model = Relay()
@@ -143,6 +145,10 @@ def test_a_process_freezes_what_it_holds_once_as_its_first_room_opens(monkeypatc
     monkeypatch.setattr(gc, "collect", lambda *args: calls.append("collect") or 0)
     monkeypatch.setattr(gc, "freeze", lambda: calls.append("freeze"))
     monkeypatch.setattr(heap, "_STARTED", False)
+    monkeypatch.setattr(startup, "_TUNED", False)
+    heap.freeze_startup()  # a process whose program did not ask for it is left alone
+    assert calls == []
+    monkeypatch.setattr(startup, "_TUNED", True)
     heap.freeze_startup()
     heap.freeze_startup()
     assert calls == ["collect", "freeze"]
@@ -163,6 +169,7 @@ async def test_opening_a_room_freezes_the_process_once(tmp_path, monkeypatch):
     from orchestrator.room.room import Room
 
     monkeypatch.setattr(heap, "_STARTED", False)
+    monkeypatch.setattr(startup, "_TUNED", True)
     store = await Store.open(tmp_path / "r.db")
     try:
         before = gc.get_freeze_count()

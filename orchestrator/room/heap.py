@@ -24,6 +24,8 @@ import time
 
 import trio
 
+from orchestrator.core import startup
+
 SETTLE = 1.0  # seconds between the heap's freezes: how long cyclic garbage waits, what a pass walks
 GAP = 60.0  # seconds at least between thaws for growth: rooms opening (live data, not garbage) grow memory fast
 # Settles at most between two young passes while they find no garbage: a pass walks every object the second left
@@ -39,9 +41,10 @@ def freeze_startup() -> None:
     """Once per process, as it opens its first room: what is alive then (its modules, its configuration) lives as
     long as the process does, so it is frozen out of the collector's passes. Each full pass walked all of it again:
     in a relay of 1,000 turns one came, 20-25 ms, a tenth of the run. Garbage is collected first, so none is frozen;
-    a process that manages its collector itself (disabled it, or runs a Heap) is left as it is."""
+    a process that manages its collector itself (disabled it, or runs a Heap) is left as it is, and so is one
+    whose program did not ask for it (core/startup.py)."""
     global _STARTED
-    if _STARTED or not gc.isenabled() or gc.get_threshold()[0] == 0:
+    if _STARTED or not startup.tuned() or not gc.isenabled() or gc.get_threshold()[0] == 0:
         return
     _STARTED = True
     gc.collect()

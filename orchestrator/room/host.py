@@ -15,6 +15,7 @@ from typing import AsyncIterator, Callable, Protocol
 
 import trio
 
+from orchestrator.core import startup
 from orchestrator.core.errors import InputError
 from orchestrator.core.log import logger
 from orchestrator.core.retry import RetryPolicy
@@ -77,7 +78,8 @@ class RoomHost:
         self._open: dict[str, _Open] = {}
         self._opening: dict[str, trio.Event] = {}  # room id -> set once it is open (or failed to open)
         self._closing = False  # the host is closing: shell jobs no longer keep rooms open
-        self._heap = Heap()
+        # the collector policy of a process holding many rooms, when its program chose it (core/startup.py)
+        self._heap = Heap() if startup.tuned() else None
 
     @classmethod
     @asynccontextmanager
@@ -87,7 +89,8 @@ class RoomHost:
         async with trio.open_nursery() as nursery:
             host = cls(store, resolve, nursery, knowledge, **options)
             settling = trio.CancelScope()
-            nursery.start_soon(host._settle, settling)
+            if host._heap is not None:
+                nursery.start_soon(host._settle, settling)
             try:
                 yield host
             finally:
@@ -95,9 +98,11 @@ class RoomHost:
                 for held in list(host._open.values()):
                     held.wake.set()
                 settling.cancel()
-                host._heap.release()
+                if host._heap is not None:
+                    host._heap.release()
 
     async def _settle(self, scope: trio.CancelScope) -> None:
+        assert self._heap is not None
         with scope:
             await self._heap.run()
 
@@ -194,7 +199,8 @@ class RoomHost:
             if closing is not None:
                 del self._opening[held.room.id]
                 closing.set()
-                self._heap.closed(len(self._open))
+                if self._heap is not None:
+                    self._heap.closed(len(self._open))
                 if self._on_close:
                     self._on_close(held.room)
         if held is None:  # its lease was lost while it opened

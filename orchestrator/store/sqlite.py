@@ -1,23 +1,19 @@
-"""sqlite-utils, loaded on first use and without numpy and pandas: it imports them whenever they are installed,
-only to map their scalar types to columns, which this project never stores (numpy alone is ~70 ms and ~16 MB at
-start-up); and the module itself, with click, pluggy and dateutil, is ~50 ms that importing a room need not pay.
+"""sqlite-utils, loaded on first use: the module, with click, pluggy and dateutil, is ~50 ms that importing a
+room need not pay. In a tuned process (core/startup.py) it loads without numpy and pandas, which it imports
+whenever they are installed only to map their scalar types to columns this project never stores.
 """
 from __future__ import annotations
 
-import sys
+from orchestrator.core import startup
 
 
 def _load():  # noqa: ANN202 (the module)
-    hidden = [name for name in ("numpy", "pandas") if name not in sys.modules]
-    for name in hidden:
-        sys.modules[name] = None  # type: ignore[assignment]  # `import name` raises ImportError meanwhile
-    try:
+    def load():  # noqa: ANN202
         import sqlite_utils
-    finally:
-        for name in hidden:
-            if sys.modules.get(name, False) is None:
-                del sys.modules[name]
-    return sqlite_utils
+
+        return sqlite_utils
+
+    return startup.hidden_while(("numpy", "pandas"), load)
 
 
 class _OnFirstUse:
