@@ -18,7 +18,7 @@ from orchestrator.mcplink.config import ServerConfig, configured
 def _servers(team_file: Path | None) -> dict[str, ServerConfig]:
     from orchestrator.team.loader import default_team, load_team
 
-    team = load_team(team_file) if team_file else default_team()
+    team = load_team(team_file, trusted=True) if team_file else default_team()
     return {**configured(os.environ), **team.mcp_servers}
 
 

@@ -30,10 +30,9 @@ from orchestrator.providers.catalog import ModelInfo
 from orchestrator.providers.config import load_config
 from orchestrator.memory.knowledge import KnowledgeBase, for_store
 from orchestrator.memory.notes import Memory
-from orchestrator.mcplink.config import grant_problem, is_grant
 from orchestrator.mcplink.servers import Hub, default_log_dir, open_hub
 from orchestrator.mcplink.tools import find_tools, toolset
-from orchestrator.room import handback
+from orchestrator.room import handback, toolbox
 from orchestrator.room.bus import Bus
 from orchestrator.room.commander import ASSIGNING, commander_tools
 from orchestrator.room.floor import Floor
@@ -43,6 +42,7 @@ from orchestrator.room.limits import Meter, deadline
 from orchestrator.room.lines import Lines
 from orchestrator.room.members import ANONYMOUS, COMMANDER, USER, Member, TurnFailed, anonymous_name
 from orchestrator.room.questions import Questions
+from orchestrator.room.toolbox import check_team
 from orchestrator.room.skills import RoomSkills, check_skills, decide, default_roots, reflect
 from orchestrator.skills import proposals
 from orchestrator.skills.activation import NAME as ACTIVATE
@@ -51,7 +51,6 @@ from orchestrator.store.db import RoomRecord, Store
 from orchestrator.store.usage import PriceOf, UsageLog, UsageReport, UsageRow
 from orchestrator.team.schema import AgentDef, Team
 from orchestrator.tools.base import Registry
-from orchestrator.tools.builtin import BUILTIN, ROOM_TOOLS, tool_names
 from orchestrator.tools.jail import Settings, SettingsError
 from orchestrator.tools.kb_tool import kb_tool
 from orchestrator.tools.memory_tool import memory_tool
@@ -163,7 +162,7 @@ class Room:
             skill_roots = await trio.to_thread.run_sync(default_roots, workspace)
         library = await trio.to_thread.run_sync(discover, skill_roots)
         check_skills(team, library)
-        meta = {"team": msgspec.to_builtins(team), "workspace": str(workspace)}
+        meta = {"team": msgspec.to_builtins(toolbox.storable(team)), "workspace": str(workspace)}
         record = await store.create_room(name, floor=COMMANDER, meta=meta)
         async with cls._running_room(store, record, team, resolve, workspace, retry, [], on_event,
                                      can_confirm, knowledge, models, mcp, library, skill_roots, evolve) as room:
@@ -183,8 +182,11 @@ class Room:
         record = await store.room(ref)
         if record is None:
             raise InputError(f"no room {ref!r} in this database; `orchestrator rooms` lists them")
-        team = team or msgspec.convert(record.meta.get("team", {}), Team)
-        check_team(team)
+        if team is None:
+            team = msgspec.convert(record.meta.get("team", {}), Team)
+            check_team(team, stored=True)
+        else:
+            check_team(team)
         workspace = Path(record.meta.get("workspace") or Path.cwd())
         if skill_roots is None:  # config.toml is read, and so are the folders: off the event loop
             skill_roots = await trio.to_thread.run_sync(default_roots, workspace)
@@ -681,8 +683,8 @@ class Room:
         provider, model = self._resolve(model_string)
         info = self.models(model_string) if self.models else None
         window = spec.context_window or (info.context_window if info else DEFAULT_WINDOW)
-        tools = Registry([BUILTIN.get(name) or self._room_tools[name] for name in spec.tools if not is_grant(name)])
-        if any(is_grant(name) for name in spec.tools):
+        tools = toolbox.registry(spec, self._room_tools)
+        if toolbox.grants(spec):
             await self._add_mcp_tools(member, tools, window)
         memory = await self.memory.snapshot()
         if member.name == COMMANDER:
@@ -725,7 +727,7 @@ class Room:
         if self.mcp is None:
             problems = ["MCP servers are granted but this room has no MCP hub (open one with open_hub)"]
         else:
-            found = await toolset(self.mcp, self.mcp_servers, member.spec.tools, window, member.mcp_loaded)
+            found = await toolset(self.mcp, self.mcp_servers, toolbox.grants(member.spec), window, member.mcp_loaded)
             for t in found.tools:
                 tools.add(t)
             if found.deferred:
@@ -746,23 +748,8 @@ class Room:
         return [m.spec for n, m in self.members.items() if n != COMMANDER and not m.anonymous]
 
 
-def check_team(team: Team) -> None:
-    """Everything about a team that can be wrong, found before a room is stored or opened."""
-    for spec in [team.commander, *team.agents]:
-        _check_tools(spec)
-
-
 def _commander_spec(team: Team) -> AgentDef:
     return msgspec.structs.replace(team.commander, name=COMMANDER, interactive=True)
-
-
-def _check_tools(spec: AgentDef) -> None:
-    for name in spec.tools:
-        if is_grant(name):
-            if problem := grant_problem(name):
-                raise InputError(f"agent {spec.name!r}: {problem}")
-        elif name not in BUILTIN and name not in ROOM_TOOLS:
-            raise InputError(f"agent {spec.name!r}: unknown tool {name!r}; built-in tools: {', '.join(tool_names())}")
 
 
 def _explain(exc: ProviderError) -> str:

@@ -80,7 +80,11 @@ def _check_calls(doc: Document, at: Parts, item: ScriptItem, queue: str, tools: 
     from orchestrator.mcplink.tools import FIND_TOOLS, tool_name
     from orchestrator.room.commander import ARGS as COMMANDER_TOOLS
     from orchestrator.tools.builtin import tool_args
+    from orchestrator.tools.functions import imported, is_python_ref
 
+    # Python tools were imported when the team was checked: their names and arguments are known here.
+    python = {t.name: t.args for t in (imported(e) for e in tools if is_python_ref(e))}
+    tools = [e for e in tools if not is_python_ref(e)] + list(python)
     # MCP grants name servers (`mcp:S`, every tool as mcp__S__*) or one tool (`mcp:S/T`); their schemas come
     # from the server when it runs, so only the names are checked here.
     mcp = grants(tools)
@@ -94,7 +98,8 @@ def _check_calls(doc: Document, at: Parts, item: ScriptItem, queue: str, tools: 
             has = f"it has {', '.join(callable_)}" if callable_ else "it has none (give it `tools: [...]`)"
             who = "an anonymous worker" if queue == "worker" else f"`{queue}`"
             raise doc.error(where + (tool,), f"{who} has no tool `{tool}`; {has}{hint}", key=True)
-        args = COMMANDER_TOOLS.get(tool) if queue == "commander" and tool in COMMANDER_TOOLS else tool_args(tool)
+        args = COMMANDER_TOOLS.get(tool) if queue == "commander" and tool in COMMANDER_TOOLS else \
+            python.get(tool) or tool_args(tool)
         if args is not None:
             doc.decode(args, where + (tool,))
 
@@ -144,8 +149,9 @@ def _check_expect(doc: Document, expect: Expect, agents: list[str]) -> None:
         raise doc.error(("expect", *at), f"unknown member `{name}`: expected {alternatives(allowed)}")
 
 
-def load_scenario(path: str | Path) -> Scenario:
-    """Read and check a scenario file; the result's `path` is the file (absolute)."""
+def load_scenario(path: str | Path, *, trusted: bool = False) -> Scenario:
+    """Read and check a scenario file; the result's `path` is the file (absolute). `trusted`: the user chose
+    this file, so its team may name Python tools (`py:module:function`)."""
     doc = Document.read(path)
     if doc.node is None:
         raise doc.error((), "the file is empty: a scenario needs at least a `name`")
@@ -155,7 +161,8 @@ def load_scenario(path: str | Path) -> Scenario:
     scenario: Scenario = doc.decode(Scenario)
     if not scenario.name.strip():
         raise doc.error(("name",), "`name` must not be empty")
-    team = checked_team(doc, ("team",), scenario.team, Path(path).parent, default_model="scripted")
+    team = checked_team(doc, ("team",), scenario.team, Path(path).parent, default_model="scripted",
+                        trusted=trusted)
     agents = [a.name for a in team.agents]
     _check_files(doc, scenario.files)
     _check_models(doc, scenario.models, team)

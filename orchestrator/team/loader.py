@@ -95,10 +95,13 @@ def _with_file(doc: Document, at: Parts, entry: AgentDef, base: Path) -> AgentDe
     return msgspec.structs.replace(defined, **{**overrides, "from_": str(found)})
 
 
-def checked_team(doc: Document, at: Parts, team: Team, base: Path, default_model: str) -> Team:
+def checked_team(doc: Document, at: Parts, team: Team, base: Path, default_model: str, *,
+                 trusted: bool = False) -> Team:
+    """`trusted`: the user named this file themselves (`--team`, `run FILE`), so its `py:` tools may be
+    imported; an untrusted file naming one is refused at that line."""
     commander = _with_file(doc, at + ("commander",), team.commander, base)
     commander = msgspec.structs.replace(commander, name="commander", model=commander.model or default_model)
-    _check_tools(doc, at + ("commander",), commander)
+    _check_tools(doc, at + ("commander",), commander, trusted)
     servers = {}
     for name, server in team.mcp_servers.items():
         if problem := mcp_config.check(name, server):
@@ -122,18 +125,29 @@ def checked_team(doc: Document, at: Parts, team: Team, base: Path, default_model
             raise doc.error(name_at, f"duplicate agent name `{agent.name}` "
                                      f"(also on line {doc.line(first[agent.name])})")
         first[agent.name] = name_at
-        _check_tools(doc, where, agent)
+        _check_tools(doc, where, agent, trusted)
         _check_sandbox(doc, where, agent.sandbox)
         agents.append(msgspec.structs.replace(agent, model=agent.model or default_model))
     return msgspec.structs.replace(team, commander=commander, agents=agents, mcp_servers=servers)
 
 
-def _check_tools(doc: Document, where: Parts, agent: AgentDef) -> None:
+def _check_tools(doc: Document, where: Parts, agent: AgentDef, trusted: bool) -> None:
     from orchestrator.tools.builtin import tool_names  # the tools package is heavier than the loader needs
+    from orchestrator.tools.functions import ToolDefinitionError, imported, is_python_ref
 
     known = tool_names()
     for j, name in enumerate(agent.tools):
-        if mcp_config.is_grant(name):
+        if is_python_ref(name):
+            problem = None
+            if not trusted:
+                problem = (f"`{name}` would import and run Python code, and this file is not one you named "
+                           "yourself: pass it with --team (or trust the folder) to use Python tools")
+            else:
+                try:
+                    imported(name)
+                except ToolDefinitionError as exc:
+                    problem = str(exc)
+        elif mcp_config.is_grant(name):
             problem = mcp_config.grant_problem(name)
         elif name not in known:
             problem = f"unknown tool `{name}`; built-in tools: {', '.join(known)}; an MCP server's: `mcp:NAME`"
@@ -154,8 +168,9 @@ def _check_sandbox(doc: Document, where: Parts, raw: object) -> None:
         raise doc.error(at, str(exc)) from None
 
 
-def load_team(path: str | Path) -> Team:
-    """Read and check a team file, a scenario's `team:` block on its own (a missing model stays "")."""
+def load_team(path: str | Path, *, trusted: bool = False) -> Team:
+    """Read and check a team file, a scenario's `team:` block on its own (a missing model stays "").
+    `trusted`: the user chose this file, so it may name Python tools (`py:module:function`)."""
     doc = Document.read(path)
     if doc.node is None:
         raise doc.error((), "the file is empty: a team file holds `agents:` "
@@ -164,4 +179,4 @@ def load_team(path: str | Path) -> Team:
     if isinstance(doc.data, dict) and scenario_keys:
         raise doc.error((scenario_keys[0],), f"this is a scenario, not a team file: play it with `--scripted {path}`, "
                                    "or pass --team a file holding only its `team:` block's contents", key=True)
-    return checked_team(doc, (), doc.decode(Team), Path(path).parent, default_model="")
+    return checked_team(doc, (), doc.decode(Team), Path(path).parent, default_model="", trusted=trusted)

@@ -68,6 +68,14 @@ class AgentDef(Strict):
     # An agent definition file whose fields this entry overrides. After loading it holds the resolved path.
     from_: str | None = field(default=None, name="from")
 
+    def __post_init__(self) -> None:
+        # From Python, `tools` may also hold functions and Tools: each function becomes its Tool once, here.
+        if any(not isinstance(t, str) for t in self.tools):
+            from orchestrator.tools.base import Tool
+            from orchestrator.tools.functions import function_tool
+
+            self.tools = [t if isinstance(t, (str, Tool)) else function_tool(t) for t in self.tools]
+
 
 class Limits(Strict):
     """Our extension (`team: {limits: ...}`): caps for one run; None = no cap."""

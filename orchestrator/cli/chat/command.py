@@ -166,7 +166,7 @@ async def load_setup(args: argparse.Namespace, store: Store, stack: AsyncExitSta
         from orchestrator.scenario.shipped import find_scenario
 
         args.scripted = find_scenario(args.scripted, folder_hint="--scripted plays one scenario file").resolve()
-        scn = load_scenario(args.scripted)
+        scn = load_scenario(args.scripted, trusted=True)  # named on the command line
         team = scn.team
 
         def replay() -> ScriptedProvider:
@@ -183,7 +183,7 @@ async def load_setup(args: argparse.Namespace, store: Store, stack: AsyncExitSta
     if args.team:
         from orchestrator.team.loader import load_team
 
-        team = load_team(args.team)
+        team = load_team(args.team, trusted=True)  # named on the command line
     if team is not None:
         show_widening(args, team, args.team or args.scripted, workspace)
     refused = None
