@@ -51,6 +51,18 @@ def test_the_wheel_holds_the_license_the_data_and_the_format(wheel):
     assert any(n.endswith(".dist-info/licenses/LICENSE") for n in names)
     assert "orchestrator/_data/docs/scenario-format.md" in names
     assert "orchestrator/_data/scenarios/flagship.yaml" in names and "orchestrator/_data/agents/tutor.md" in names
+    assert "orchestrator/py.typed" in names  # the public API's types reach type checkers
+
+
+def test_the_installed_wheel_runs_the_readme_first_program(installed, tmp_path):
+    """The README's first Python block, run by the wheel's interpreter from another folder."""
+    import re
+
+    code = re.search(r"^```python\n(.*?)^```", (ROOT / "README.md").read_text(), re.S | re.M).group(1)
+    run = subprocess.run([installed / "python", "-c", code], capture_output=True, text=True, cwd=tmp_path,
+                         timeout=120, env={"HOME": str(tmp_path), "PATH": "/usr/bin:/bin"})
+    assert run.returncode == 0, run.stderr[-3000:]
+    assert "commander: The researcher says" in run.stdout
 
 
 def test_installed_wheel_lists_runs_and_checks_every_shipped_scenario_by_name(installed, tmp_path):

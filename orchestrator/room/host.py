@@ -69,8 +69,9 @@ class RoomHost:
                  retry: RetryPolicy = RetryPolicy(), can_confirm: bool = False,
                  idle_close: float | None = IDLE_CLOSE, resolver: Callable[[], Resolve] | None = None,
                  on_open: Callable[[Room], object] | None = None, on_close: Callable[[Room], None] | None = None,
-                 keeper: Keeper | None = None):
+                 keeper: Keeper | None = None, workspace: Path | None = None):
         self.store, self.team, self.idle_close = store, team, idle_close
+        self._workspace = workspace  # of a new room that names none
         self._resolver = resolver or (lambda: resolve)
         self._nursery, self._knowledge = nursery, knowledge
         self._common = dict(retry=retry, knowledge=knowledge, models=models, mcp=mcp, can_confirm=can_confirm)
@@ -116,7 +117,7 @@ class RoomHost:
                    workspace: Path | None = None) -> AsyncIterator[Room]:
         """The room `ref` (an id, a unique id prefix or a name; opened if it is not), or a new room
         (`name`, `team`, `workspace`) when `ref` is None. It stays open at least while the block runs."""
-        held = await (self._create(name, team, workspace) if ref is None else self._get(ref))
+        held = await (self._create(name, team, workspace or self._workspace) if ref is None else self._get(ref))
         try:
             yield held.room
         finally:
