@@ -2,7 +2,7 @@
 (download-and-run, decode-and-run, computed names, interpreter one-liners, containers and clouds, git,
 startup files, permissions, processes, credential files, exfiltration, package sources) ask; everyday
 development commands do not. The README records the figures these tests hold."""
-from orchestrator.tools.risk import OPAQUE, REMOTE_CODE, assess
+from orchestrator.tools.risk import DESTRUCTIVE, OPAQUE, REMOTE_CODE, assess
 from tests.data.risk_corpus import ORDINARY, RISKY
 
 
@@ -27,13 +27,15 @@ def test_ordinary_commands_are_rarely_asked():
 
 
 def test_what_the_classifier_cannot_read_is_opaque():
-    for command in ("a=r; b=m; $a$b -rf lib", "$(echo rm) -rf lib", "eval \"$X\"", "bash <<< 'rm -rf lib'",
+    for command in ("a=r; b=m; $a$b -rf lib", "$(echo rm) -rf lib", "eval \"$X\"", "bash <<< \"$PAYLOAD\"",
                     "printf 'rm -rf lib' | sh", "echo cm0= | base64 -d | bash",
                     "python3 -c 'import os; os.system(\"x\")'", "node -e \"require('fs').rmSync('a')\""):
         assert OPAQUE in {r.category for r in assess(command).risks}, command
     for command in ("python3 -c 'print(1+1)'", "node -e 'console.log(process.version)'",
                     "perl -pi -e 's/a/b/g' f.c", "awk '{print $1}' f"):
         assert OPAQUE not in {r.category for r in assess(command).risks}, command
+    # a here-string or here-document of literal text is read as the shell's own code, not left opaque
+    assert {r.category for r in assess("bash <<< 'rm -rf lib'").risks} == {DESTRUCTIVE}
 
 
 def test_fetched_code_is_its_own_risk_and_wants_the_network():

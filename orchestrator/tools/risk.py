@@ -3,7 +3,9 @@ classifier that turns a dangerous command into a question, and whether it wants 
 
 The classifier is the asking layer in front of the OS sandbox (tools/jail.py), which holds what it
 misses. Text it cannot see into (eval, a computed command name, code piped into a shell or handed to an
-interpreter) is *opaque*: contained, it runs; with the network or without the sandbox, it asks."""
+interpreter) is *opaque*: contained, it runs; with the network or without the sandbox, it asks.
+Families with modules of their own: risk_fetch (package runners fetching code), risk_sync (copies to remote
+storage), risk_namespace (namespace and credential tools), risk_heredoc (here-document bodies)."""
 from __future__ import annotations
 
 import itertools
@@ -15,6 +17,11 @@ from dataclasses import dataclass, field
 from functools import lru_cache
 
 from orchestrator.core.patterns import Pattern
+from orchestrator.tools import risk_namespace as namespace
+from orchestrator.tools.risk_args import parse as _parse
+from orchestrator.tools.risk_fetch import fetched_code, installs_remote_program, runs_from_foreign_index
+from orchestrator.tools.risk_heredoc import Heredoc, body_number, lift_heredocs
+from orchestrator.tools.risk_sync import deletes_at_destination, sends_away
 
 EXFILTRATION = "exfiltration"
 DESTRUCTIVE = "destructive"
@@ -84,7 +91,9 @@ def assess(command: str) -> Verdict:
 
 
 # --- reading the text -----------------------------------------------------------------------
-# shlex splits the text into simple commands across pipes, &&, ; and newlines; $(...), `...` and
+# Here-document bodies are lifted out first: data unless a shell or an interpreter reads them (then
+# they are read as its code), their substitutions read when the delimiter is unquoted. shlex then
+# splits the text into simple commands across pipes, &&, ; and newlines; $(...), `...` and
 # <(...) are lifted out and read on their own, as are `sh -c '...'`, eval, `ssh host '...'`, su -c
 # and find -exec. Env-var prefixes, wrappers (sudo, env, xargs, timeout, ...) and binary paths are
 # peeled off to find the program. Text that cannot be read exactly (an unbalanced quote) is read
@@ -112,6 +121,9 @@ class Cmd:
     found_build: bool = False  # run by `find -exec` on build artefacts only
     find_roots: list[str] = field(default_factory=list)  # where the `find` that runs it starts
     argv: list[str] = field(default_factory=list)
+    stdin_text: str | None = None  # what a here-document or here-string hands it as input
+    script_code: tuple[str, str] | None = None  # (language, code) of a file the same text wrote and this runs
+    upstream: Cmd | None = None  # the command piping into it
 
     @property
     def prog(self) -> str:
@@ -131,6 +143,8 @@ class _Script:
     texts: list[str] = field(default_factory=list)  # every script text read, nested ones too
     words: list[str] = field(default_factory=list)  # every word and redirect target, for path scans
     code: list[str] = field(default_factory=list)  # inline interpreter code (python -c, perl -e)
+    heredocs: list[Heredoc] = field(default_factory=list)  # bodies lifted out, by their MARK number
+    written: dict[str, str] = field(default_factory=dict)  # files a here-document was written to: their text
     background_loop: bool = False
     too_deep: bool = False
 
@@ -139,7 +153,13 @@ def _read(text: str, depth: int, fed: bool, script: _Script) -> None:
     if depth > _MAX_DEPTH:
         script.too_deep = True
         return
+    text, docs = lift_heredocs(text, len(script.heredocs))
+    script.heredocs += docs
     script.texts.append(text)
+    for doc in docs:
+        if doc.expands:  # an unquoted body's $(...) and `...` run when the shell expands it
+            for sub in _lift_substitutions(doc.body)[1]:
+                _read(sub, depth + 1, False, script)
     outer, inner = _lift_substitutions(text.replace("\\\n", ""))
     for sub in inner:
         _read(sub, depth + 1, False, script)
@@ -202,7 +222,7 @@ def _closing_paren(text: str, start: int) -> int:
 
 
 def _tokens(text: str) -> list[str]:
-    lexer = shlex.shlex(text, posix=True, punctuation_chars=_PUNCT)
+    lexer = shlex.shlex(_plain_ansi_quotes(text), posix=True, punctuation_chars=_PUNCT)
     lexer.whitespace = " \t\r"  # newlines separate commands, so they are punctuation here
     lexer.whitespace_split = True
     lexer.commenters = ""  # a quoted '#' must not hide the rest of the line
@@ -210,6 +230,46 @@ def _tokens(text: str) -> list[str]:
         return list(lexer)
     except ValueError:  # an unbalanced quote: the shell would refuse it; read the bare words
         return re.findall(r"[();<>|&\n]+|[^\s();<>|&]+", text.replace("'", " ").replace('"', " "))
+
+
+def _plain_ansi_quotes(text: str) -> str:
+    """$'...' rewritten as a '...' string that shlex ends where bash does: in bash's ANSI-C quoting \\'
+    does not end the string, and to shlex it would, leaving the rest of the text inside a quote."""
+    if "$'" not in text:
+        return text
+    out, quote, i = [], "", 0
+    while i < len(text):
+        c = text[i]
+        if quote:
+            if c == "\\" and quote == '"':
+                out.append(text[i:i + 2])
+                i += 2
+                continue
+            quote = "" if c == quote else quote
+            out.append(c)
+            i += 1
+        elif c == "\\":
+            out.append(text[i:i + 2])
+            i += 2
+        elif text.startswith("$'", i):
+            j, body = i + 2, []
+            while j < len(text) and text[j] != "'":
+                if text[j] == "\\" and j + 1 < len(text):
+                    body.append("'\\''" if text[j + 1] == "'" else text[j:j + 2])  # \' becomes '\''
+                    j += 2
+                else:
+                    body.append(text[j])
+                    j += 1
+            if j >= len(text):  # never closed: left as it is, for the unbalanced-quote reading
+                out.append(text[i:])
+                break
+            out.append("'" + "".join(body) + "'")
+            i = j + 1
+        else:
+            quote = c if c in "'\"" else ""
+            out.append(c)
+            i += 1
+    return "".join(out)
 
 
 def _is_op(token: str) -> bool:
@@ -223,9 +283,11 @@ def _split(tokens: list[str], background_loop: bool) -> tuple[list[Cmd], bool]:
         if _is_op(tok) and ("<" in tok or ">" in tok):
             pending = tok
         elif _is_op(tok):
-            if cur.words or cur.redirects:
-                cmds.append(cur)
-            cur, pending = Cmd(fed=tok in ("|", "|&")), None
+            done = cur if cur.words or cur.redirects else None
+            if done:
+                cmds.append(done)
+            piped = tok in ("|", "|&")
+            cur, pending = Cmd(fed=piped, upstream=done if piped else None), None
             if "&" in tok and tok not in ("&&", "|&") and loops > 0:
                 background_loop = True
         elif pending:
@@ -249,9 +311,11 @@ _WRAPPER_VALUES = {
     "xargs": "IiELnPsda", "stdbuf": "ioe", "exec": "a", "watch": "nd", "pkexec": "", "nohup": "",
     "setsid": "", "command": "", "builtin": "", "busybox": "", "chroot": "", "flock": "w", "time": "fo",
     "unbuffer": "", "chronic": "", "strace": "oespu", "runuser": "", "su": "",  # su: see _after_wrapper
+    **namespace.WRAPPERS,
 }
 _WRAPPER_OPERANDS = {"timeout": 1, "chroot": 1, "flock": 1}  # positional words before the command
-_PRIVILEGED = {"sudo", "doas", "su", "pkexec", "runuser"}
+_PRIVILEGED = {"sudo", "doas", "su", "pkexec", "runuser", "sudoedit", "run0"}
+_NAMESPACED = set(namespace.WRAPPERS) - _PRIVILEGED | {"ip-netns", "capsh"}
 
 
 def _unwrap(cmd: Cmd, depth: int, script: _Script) -> None:
@@ -264,26 +328,45 @@ def _unwrap(cmd: Cmd, depth: int, script: _Script) -> None:
             argv = argv[2:]
         elif argv[0] in _HEADERS:
             argv = []
-        elif prog in _WRAPPER_VALUES:
+        elif prog in _WRAPPER_VALUES and not namespace.inspects_only(prog, argv[1:]):
             cmd.wrappers.append(prog)
             argv, nested = _after_wrapper(prog, argv[1:])
             if nested is not None:
                 _read(nested, depth + 1, cmd.fed, script)
+        elif prog == "ip" and (inner := namespace.netns_command(argv)) is not None:
+            cmd.wrappers.append("ip-netns")
+            argv = inner
         else:
             break
     cmd.argv = argv
+    cmd.stdin_text = _stdin_text(cmd, script)
     script.cmds.append(cmd)
     prog, args = cmd.prog, cmd.args
+    fed_text = cmd.stdin_text
+    if prog in ("cat", "tee") and fed_text is not None:
+        for target in cmd.writes() + (_parse(args)[1] if prog == "tee" else []):
+            script.written[_normal(target)] = fed_text
+    _run_written(cmd, depth, script)
     if prog in _SHELLS:
         body = _shell_script(args)
         if body is not None:
             _read(body, depth + 1, cmd.fed, script)
+        elif fed_text is not None and _reads_stdin(args):
+            _read(fed_text, depth + 1, False, script)
+    elif prog in ("source", ".") and args[:1] in (["/dev/stdin"], ["/proc/self/fd/0"]) and fed_text is not None:
+        _read(fed_text, depth + 1, False, script)
     elif prog == "eval" and args:
         _read(" ".join(args), depth + 1, cmd.fed, script)
     elif prog == "ssh":
         _, pos = _parse(args, "bcDEeFIiJLlmOopQRSWw")
         if len(pos) > 1:
             _read(" ".join(pos[1:]), depth + 1, cmd.fed, script)
+        elif pos and fed_text is not None:  # the remote login shell reads its input as commands
+            _read(fed_text, depth + 1, False, script)
+    elif prog == "capsh" and (inner_argv := namespace.capsh_command(args)) is not None:
+        _unwrap(Cmd(words=inner_argv, wrappers=cmd.wrappers + ["capsh"], fed=cmd.fed), depth + 1, script)
+    elif prog == "sg" and (nested := namespace.sg_script(args)) is not None:
+        _read(nested, depth + 1, cmd.fed, script)
     elif prog in ("find", "gfind"):
         for nested in _find_execs(args):
             roots = list(itertools.takewhile(lambda a: not a.startswith(("-", "(", "!")), args))
@@ -293,6 +376,91 @@ def _unwrap(cmd: Cmd, depth: int, script: _Script) -> None:
     elif _INTERPRETERS.match(prog):
         opts, _ = _parse(args, "ceEmWXr")
         script.code += [v for o, v in opts if o in ("-c", "-e", "-E", "-r") and v]
+        if (body := _stdin_code(cmd, fed_text)) is not None:
+            script.code.append(body)
+            script.words.append(body)  # a body names paths and URLs like inline code does
+
+
+def _run_written(cmd: Cmd, depth: int, script: _Script) -> None:
+    """A file the same text wrote from a here-document and now runs (`cat > x.sh <<EOF ... EOF; sh x.sh`)
+    is read as the code it is: data while written, commands or a language once run."""
+    if not script.written or not cmd.argv:
+        return
+    prog, args = cmd.prog, cmd.args
+    if "/" in cmd.argv[0]:
+        file, language = cmd.argv[0], ""
+    elif prog in _SHELLS and _shell_script(args) is None or prog in ("source", "."):
+        file, language = next((a for a in args if not a.startswith(("-", "+"))), ""), "sh"
+    elif _INTERPRETERS.match(prog):
+        _, pos = _parse(args, "ceEmWXr")
+        file, language = (pos[0] if pos else ""), prog
+    else:
+        return
+    text = script.written.get(_normal(file)) if file else None
+    if text is None:
+        return
+    if not language:  # run directly: its #! line says what reads it
+        first = text.split("\n", 1)[0]
+        words = first[2:].split() if first.startswith("#!") else []
+        language = posixpath.basename(words[-1]) if words else "sh"
+    if language in _SHELLS:
+        _read(text, depth + 1, False, script)
+    else:
+        cmd.script_code = (language, text)
+        script.code.append(text)
+        script.words.append(text)
+
+
+def _normal(path: str) -> str:
+    return posixpath.normpath(path) if path else path
+
+
+def _stdin_text(cmd: Cmd, script: _Script) -> str | None:
+    """The text a here-document or here-string hands `cmd` as its input; the last input redirect wins."""
+    inputs = [(op, t) for op, t in cmd.redirects if op in ("<", "<<", "<<<", "<>")]
+    up = cmd.upstream
+    if not inputs:  # `cat <<EOF | sh` hands sh the body as it stands
+        return up.stdin_text if up is not None and up.prog == "cat" and up.args in ([], ["-"]) else None
+    op, target = inputs[-1]
+    if op == "<<<":
+        return target
+    number = body_number(target) if op == "<<" else None
+    return script.heredocs[number].body if number is not None and number < len(script.heredocs) else None
+
+
+def _reads_stdin(args: list[str]) -> bool:
+    """A shell without -c reads its commands from its input unless it is handed a script file (-s keeps
+    reading the input even then)."""
+    i = 0
+    while i < len(args):
+        a = args[i]
+        if a in ("-o", "-O", "+o", "+O"):
+            i += 2
+            continue
+        if a == "--":
+            return "s" in "".join(x[1:] for x in args[:i] if x.startswith("-") and not x.startswith("--"))
+        if a.startswith(("-", "+")) and not a.startswith("--") and len(a) > 1:
+            if "s" in a[1:]:
+                return True
+        elif not a.startswith("--"):
+            return a in _STDIN_FILES
+        i += 1
+    return True
+
+
+_STDIN_FILES = {"-", "/dev/stdin", "/proc/self/fd/0", "/dev/fd/0"}
+
+
+def _stdin_code(cmd: Cmd, fed_text: str | None) -> str | None:
+    """The code an interpreter reads from its input (`python3 - <<EOF`, `node <<< '...'`), or None when
+    it runs a script file, a module, inline code, or reads no readable text."""
+    if fed_text is None:
+        return None
+    opts, pos = _parse(cmd.args, "ceEmWXrfpI" if cmd.prog not in ("awk", "gawk", "mawk", "nawk") else "fvF",
+                       frozenset({"--eval", "--print", "--command", "--input-type"}))
+    if any(o in ("-c", "-e", "-E", "-r", "-m", "-p", "--eval", "--print", "--command", "-f") for o, _ in opts):
+        return None
+    return fed_text if pos[:1] in ([], ["-"]) else None
 
 
 def _after_wrapper(prog: str, args: list[str]) -> tuple[list[str], str | None]:
@@ -304,14 +472,14 @@ def _after_wrapper(prog: str, args: list[str]) -> tuple[list[str], str | None]:
             if a.startswith("--command="):
                 return [], a.partition("=")[2]
         return (args[args.index("--") + 1:] if "--" in args else []), None
-    values, i = _WRAPPER_VALUES[prog], 0
+    values, long, i = _WRAPPER_VALUES[prog], namespace.WRAPPER_LONG.get(prog, ()), 0
     while i < len(args) and args[i].startswith("-") and args[i] != "-":
         if args[i] == "--":
             i += 1
             break
         if prog == "command" and args[i] in ("-v", "-V"):
             return [], None  # `command -v x` only looks x up
-        takes = args[i][1:2] in values and len(args[i]) == 2
+        takes = args[i][1:2] in values and len(args[i]) == 2 or args[i] in long
         i += 2 if takes else 1
     while prog == "env" and i < len(args) and _ASSIGNMENT.match(args[i]):
         i += 1
@@ -348,36 +516,6 @@ def _find_execs(args: list[str]) -> list[list[str]]:
             i = j
         i += 1
     return out
-
-
-def _parse(args: list[str], short: str = "", long: frozenset[str] = frozenset()) -> tuple[list, list]:
-    """(option, value) pairs and positional words; `short`/`long` name the options taking a value."""
-    opts, pos, i = [], [], 0
-    while i < len(args):
-        a = args[i]
-        if a == "--":
-            pos += args[i + 1:]
-            break
-        if a.startswith("--"):
-            name, eq, value = a.partition("=")
-            if not eq and name in long and i + 1 < len(args):
-                value, eq = args[i + 1], "="
-                i += 1
-            opts.append((name, value if eq else None))
-        elif a.startswith("-") and len(a) > 1:
-            for k, ch in enumerate(a[1:], 1):
-                if ch in short:
-                    value = a[k + 1:]
-                    if not value and i + 1 < len(args):
-                        i += 1
-                        value = args[i]
-                    opts.append(("-" + ch, value))
-                    break
-                opts.append(("-" + ch, None))
-        else:
-            pos.append(a)
-        i += 1
-    return opts, pos
 
 
 # --- paths ----------------------------------------------------------------------------------
@@ -566,6 +704,8 @@ def _cmd_risks(cmd: Cmd):
     prog, args = cmd.prog, cmd.args
     if set(cmd.wrappers) & _PRIVILEGED or prog in _PRIVILEGED:
         yield PRIVILEGE, "runs as another user"
+    if set(cmd.wrappers) & _NAMESPACED:
+        yield PRIVILEGE, "runs in other namespaces, another root or with changed credentials"
     if not prog:
         if any("$" in t or "*" in t for t in cmd.writes()):
             yield DESTRUCTIVE, "truncates files"
@@ -582,6 +722,8 @@ def _remote(urls: list[str]) -> bool:
 
 def _exfiltration(cmd: Cmd, prog: str, args: list[str]):
     risk = EXFILTRATION
+    if reason := sends_away(prog, args):
+        return risk, reason
     if prog == "curl":
         opts, pos = _parse(args, _CURL_VALUES, _CURL_LONG)
         urls = pos + [v for o, v in opts if o == "--url" and v]
@@ -622,6 +764,8 @@ def _exfiltration(cmd: Cmd, prog: str, args: list[str]):
             return risk, "uploads through a file-transfer client"
     elif prog in ("mail", "mailx", "sendmail", "mutt"):
         return risk, "sends mail"
+    elif prog == "openssl" and args[:1] == ["s_client"] and cmd.fed:
+        return risk, "pipes data to a remote host"
     elif prog in ("dig", "nslookup", "host", "drill", "ping", "ping6", "traceroute", "whois") and any(
             _SUB in a or "`" in a or "$" in a for a in args):
         return risk, "puts command output into a DNS lookup"
@@ -629,6 +773,8 @@ def _exfiltration(cmd: Cmd, prog: str, args: list[str]):
         sub, rest = _git_sub(args)
         if sub == "push" and any(_GIT_URL.search(a) for a in rest):
             return risk, "pushes to a repository named by URL"
+        if sub == "send-email":
+            return risk, "mails patches"
     return None
 
 
@@ -722,15 +868,23 @@ def _disk(cmd: Cmd, prog: str, args: list[str]):
     return DISK, f"{prog} works on disks or filesystems"
 
 
+_SETUID = Pattern(r"^0?[2-7][0-7]{3}$|^([ugoa]*[+=][rwxXt]*s[rwxXt]*,?)+")
+
+
 def _privilege(cmd: Cmd, prog: str, args: list[str]):
     risk = PRIVILEGE
     if prog in _ACCOUNT_TOOLS:
         return risk, f"{prog} changes accounts or capabilities"
+    if reason := namespace.namespace_tool(prog, args):
+        return risk, reason
     _, pos = _parse(args)
     if prog == "chmod" and pos and any(
             re.match(r"^[ugoa]*[+=][rwxXt]*s", part) for part in pos[0].split(",")) or (
             prog == "chmod" and pos and re.match(r"^0?[2-7][0-7]{3}$", pos[0])):
         return risk, "sets a setuid or setgid bit"
+    if prog == "install" and any(o in ("-m", "--mode") and v and _SETUID.match(v)
+                                 for o, v in _parse(args, "mogtS", frozenset({"--mode", "--owner", "--group"}))[0]):
+        return risk, "installs a setuid or setgid program"
     if prog == "chown" and pos and re.match(r"^(root|0)?(:(root|0|wheel|sudo)?)?$", pos[0]) and pos[0] not in ("", ":"):
         return risk, "gives files to root"
     if prog == "chgrp" and pos and pos[0] in ("root", "0", "wheel", "sudo"):
@@ -792,6 +946,9 @@ _EVALUATORS = {"eval", "iex", "invoke-expression"}  # PowerShell's names are cas
 def _opaque(script: _Script):
     for cmd in script.cmds:
         name = cmd.argv[0] if cmd.argv else ""
+        unread = cmd.fed and cmd.stdin_text is None  # its input is a pipe or a file, not text read here
+        if cmd.script_code and not _harmless_code(*cmd.script_code):
+            yield OPAQUE, "runs a script written by the same command that does more than compute and print"
         if name and ("$" in name or _SUB in name or "`" in name):
             yield OPAQUE, "the command's name is computed when it runs"
         prog, args = cmd.prog, cmd.args
@@ -805,9 +962,9 @@ def _opaque(script: _Script):
             if body is not None and ("$" in body or _SUB in body or "`" in body or (
                     set(cmd.wrappers) & {"xargs", "find", "parallel"} and "{}" in body)):
                 yield OPAQUE, "a shell runs a script built at run time"
-            elif body is None and (any(_SUB in a for a in files) or (cmd.fed and not files)
-                                   or any(f in ("/dev/stdin", "-", "/proc/self/fd/0") for f in files)):
-                yield OPAQUE, "a shell runs code from a pipe, a here-string or a substitution"
+            elif body is None and (any(_SUB in a for a in files) or unread and (
+                    _reads_stdin(args) if prog in _SHELLS else not files or files[0] in _STDIN_FILES)):
+                yield OPAQUE, "a shell runs code from a pipe, a file or a substitution"
         elif _INTERPRETERS.match(prog) or prog in ("awk", "gawk", "mawk", "nawk", "busybox", "expect",
                                                    "tclsh", "osascript", "deno", "bun", "pwsh", "powershell"):
             opts, pos = _parse(args, "ceEmWXrfpI" if prog not in ("awk", "gawk", "mawk", "nawk") else "fvF",
@@ -815,6 +972,12 @@ def _opaque(script: _Script):
             code = [v for o, v in opts if o in _CODE_OPTIONS.get(_family_of(prog), ("-c", "-e")) and v]
             if prog in ("deno", "bun") and pos[:1] in (["eval"], ["-e"]):
                 code = pos[1:2] or [""]
+            if prog in ("deno", "bun") and pos[:2] == ["run", "-"]:  # reads its module from its input
+                code, pos = ([cmd.stdin_text], pos) if cmd.stdin_text is not None else (code, ["-"])
+            if not code and _INTERPRETERS.match(prog) and (body := _stdin_code(cmd, cmd.stdin_text)) is not None:
+                code = [body]
+            # input text is read as code only for the languages read above; to the others it stays unread
+            unread = unread if _INTERPRETERS.match(prog) or prog in ("deno", "bun") else cmd.fed
             if prog in ("awk", "gawk", "mawk", "nawk"):
                 code = pos[:1] if not any(o == "-f" for o, _ in opts) else []
                 if code and not re.search(r"\bsystem\s*\(|\|\s*getline|print[^;}]*\|\s*\"|>\s*\"", code[0]):
@@ -822,7 +985,7 @@ def _opaque(script: _Script):
             if code and not all(_harmless_code(prog, c) for c in code):
                 yield OPAQUE, f"{prog} runs inline code that does more than compute and print"
             elif not code and (
-                    (cmd.fed and not pos) or any(p in ("-", "/dev/stdin") or _SUB in p for p in pos[:1])):
+                    (unread and not pos) or any(p in ("-", "/dev/stdin") and unread or _SUB in p for p in pos[:1])):
                 yield OPAQUE, f"{prog} runs code from a pipe, a here-string or a substitution"
             elif any(v in ("http.server", "SimpleHTTPServer", "pyftpdlib", "uploadserver")
                      for o, v in opts if o == "-m") and not re.search(r"(?:-b|--bind)[= ](127\.|localhost|::1)",
@@ -971,10 +1134,12 @@ def _harmless_words(code: str, safe: set[str], comments: str) -> bool:
 
 _PKG = {"pip", "pip3", "uv", "pipx", "poetry", "pdm", "npm", "pnpm", "yarn", "bun", "cargo", "go", "gem", "bundle",
         "composer", "apt", "apt-get", "dnf", "yum", "apk", "brew", "conda", "mamba", "mvn", "gradle", "dotnet",
-        "nuget", "npx", "pnpx", "bunx", "deno", "rustup", "nix", "nix-env", "snap", "flatpak", "helm"}
+        "nuget", "npx", "pnpx", "bunx", "uvx", "dx", "deno", "rustup", "nix", "nix-env", "snap", "flatpak", "helm"}
 _NET_PROGS = (_NETWORK | _DOWNLOADERS | _PKG | {"ping", "traceroute", "gh", "hub", "glab", "aws", "gcloud", "gsutil",
               "az", "kubectl", "terraform", "tofu", "pulumi", "doctl", "oci", "rclone", "docker", "podman", "twine",
-              "aria2c", "git-lfs", "ngrok", "s3cmd", "heroku", "vercel", "netlify", "fly", "flyctl", "wrangler"})
+              "aria2c", "git-lfs", "ngrok", "s3cmd", "heroku", "vercel", "netlify", "fly", "flyctl", "wrangler",
+              "azcopy", "restic", "borg", "duplicity", "croc", "wormhole", "magic-wormhole", "ffsend", "smbclient",
+              "ncftpput", "b2"})
 _GIT_NET = {"push", "pull", "fetch", "clone", "ls-remote", "submodule", "remote", "lfs"}
 _URL = Pattern(r"(?i)\b(?:https?|ftp|wss?|git|ssh|s3|gs)://")
 _STARTUP = Pattern(
@@ -993,12 +1158,18 @@ _CLOUD = {"aws", "gcloud", "az", "gsutil", "doctl", "oci", "rclone", "s3cmd", "h
           "fly", "flyctl", "wrangler", "pulumi"}
 _CLOUD_MUTATE = Pattern(r"(?i)^(delete|remove|rm|rb|destroy|terminate|purge|drop|detach|revoke|deregister|"
                            r"disable|stop|reset|wipe|nuke|cleanup|prune|dedupe|uninstall|undeploy|down|sync|mv|"
-                           r"move|put|update|create|modify|set|attach|run|deploy|up|apply|import|restore|"
+                           r"move|put|update|create|modify|set|attach|run|deploy|up|apply|import|restore|rsync|"
                            r"invoke|start|reboot|scale|replace|copy|cp|upload|publish|release|promote)(?:[-_].*)?$")
 _CLOUD_SECRETS = Pattern(r"(?i)(print-access-token|print-identity-token|get-access-token|get-secret-value|"
                             r"get-session-token|export-credentials|get-login-password|get-authorization-token|"
                             r"access-secret|secret show|secrets versions access|get-parameters?$|configure get|"
                             r"configure export|keys list|credentials|auth token)")
+_CLOUD_VALUES = frozenset({"--exclude", "--include", "--profile", "--region", "--acl", "--storage-class", "--sse",
+                           "--sse-kms-key-id", "--content-type", "--cache-control", "--metadata", "--endpoint-url",
+                           "--output", "--query", "--project", "--grants", "--expires", "--page-size", "--zone",
+                           "--format", "--filter", "--config", "--transfers", "--checkers", "--bwlimit",
+                           "--account-name", "--container-name", "--resource-group", "--name"})
+_BUCKET = Pattern(r"(?i)^(s3|gs|az|r2|b2|[\w-]+):")  # s3://bucket, gs://bucket, an rclone remote
 _KUBE_MUTATE = {"delete", "drain", "cordon", "uncordon", "taint", "scale", "apply", "replace", "patch", "edit",
                 "create", "set", "rollout", "label", "annotate", "exec", "cp", "run", "expose", "autoscale",
                 "debug", "certificate"}
@@ -1020,6 +1191,8 @@ def _wants_network(script: _Script) -> bool:
         elif prog in _NET_PROGS and not (prog in _PKG and set(args) & {"--offline", "--no-index", "list", "show",
                                                                         "freeze", "--version", "-V", "test", "run"}):
             return True
+        elif fetched_code(prog, args):
+            return True
     return any(_URL.search(w) for w in script.words) or any("/dev/tcp/" in w or "/dev/udp/" in w
                                                            for w in script.words)
 
@@ -1039,6 +1212,12 @@ def _families(script: _Script):
                 or c.prog in _UNPACKERS and c.fed for c in script.cmds)
     if fetches and runs_a_file and saves:
         yield REMOTE_CODE, "downloads a file and runs it"
+    for cmd in script.cmds:
+        if reason := fetched_code(cmd.prog, cmd.args):
+            yield REMOTE_CODE, reason
+    installed = [i for i, c in enumerate(script.cmds) if installs_remote_program(c.prog, c.args)]
+    if installed and any(c.prog not in _ONLY_LOOKS for c in script.cmds[installed[0] + 1:]):
+        yield REMOTE_CODE, "installs a program from a repository and runs it"
     if progs & {"env", "printenv", "set", "export", "declare"} and progs & (_NETWORK | _DOWNLOADERS) and any(
             c.prog in ("env", "printenv", "set", "export", "declare") and not c.args and c.fed is False
             for c in script.cmds):
@@ -1056,6 +1235,7 @@ def _families(script: _Script):
         yield from _family_cmd(cmd, cmd.prog, cmd.args, remotes_added)
 
 
+_ONLY_LOOKS = {"echo", "printf", "true", ":", "cd", "which", "type", "command", "hash", "ls", ""}
 _ENDLESS = Pattern(r"\bwhile\s+(?:true|:|\[\s*1\s*\]|\(\(\s*1\s*\)\))\s*;?\s*do\b|\bfor\s*\(\(\s*;\s*;\s*\)\)")
 _MUTATORS = {"sed", "rm", "chmod", "chown", "mv", "cp", "tee", "truncate", "shred", "ln", "perl", "unlink"}
 
@@ -1089,6 +1269,8 @@ def _family_cmd(cmd: Cmd, prog: str, args: list[str], remotes_added: bool):
         yield DESTRUCTIVE, "deletes files outside the workspace or named by a variable"
     if prog == "rsync" and any(o.startswith(("--delete", "--remove-source-files")) or o == "--del" for o in flags):
         yield DESTRUCTIVE, "rsync deletes files at the destination"
+    if deletes_at_destination(prog, args):
+        yield DESTRUCTIVE, "sync deletes files at the destination"
     if prog in ("chmod", "chown", "chgrp") and any(
             _STARTUP.search(p) or _SECRETS.search(p) and not _inside(p) or _rootish(p) for p in pos[1:]):
         yield PRIVILEGE, "changes permissions of startup, credential or home files"
@@ -1197,17 +1379,19 @@ def _infra_family(cmd: Cmd, prog: str, args: list[str]):
     if prog in ("docker", "podman", "nerdctl"):
         sub = pos[:2]
         if sub[:1] in (["run"], ["create"], ["exec"]) or sub == ["container", "run"]:
-            mounts = [v for o, v in _parse(args, "vpeuwhlm", frozenset({"--volume", "--mount", "--pid", "--net",
-                                                                    "--network", "--cap-add", "--device",
-                                                                    "--userns", "--security-opt", "--ipc"}))[0]
-                      if o in ("-v", "--volume", "--mount") and v]
-            if flags & {"--privileged"} or any(o in ("--pid", "--net", "--network", "--ipc", "--userns")
-                                               for o in flags) and any(a.endswith("=host") or a == "host"
-                                                                       for a in args) or flags & {"--cap-add",
-                                                                                                  "--device"}:
+            docker_opts = _parse(args, "vpeuwhlm", frozenset({"--volume", "--mount", "--pid", "--net", "--network",
+                                                              "--cap-add", "--device", "--userns", "--security-opt",
+                                                              "--ipc", "--uts", "--cgroupns"}))[0]
+            mounts = [v for o, v in docker_opts if o in ("-v", "--volume", "--mount") and v]
+            if flags & {"--privileged"} or any(o in ("--pid", "--net", "--network", "--ipc", "--userns", "--uts",
+                                                     "--cgroupns") for o in flags) and any(
+                    a.endswith("=host") or a == "host" for a in args) or flags & {"--cap-add", "--device"}:
                 yield PRIVILEGE, "starts a privileged container or shares the host's namespaces"
-            if any(re.match(r"^(source=|src=)?(/|~|\$HOME|/var/run/docker\.sock)[^,]*", m) and not
-                   re.match(r"^(source=|src=)?(\$\{?PWD\}?|\.)", m) for m in mounts):
+            if any(re.match(r"(?i)^(seccomp|apparmor|systempaths)[=:]unconfined$|^label[=:]disable$", v or "")
+                   for o, v in docker_opts if o == "--security-opt"):
+                yield PRIVILEGE, "starts a container with its security profile switched off"
+            if any(re.match(r"^(/|~|\$HOME|/var/run/docker\.sock)", _mount_source(m)) and not
+                   re.match(r"^(\$\{?PWD\}?|\.)", _mount_source(m)) for m in mounts):
                 yield PRIVILEGE, "mounts host folders into a container"
         if sub[:1] in (["rm"], ["rmi"], ["kill"]) and (flags & {"-f", "--force"} or any(_SUB in a for a in args)) or \
                 pos[:2] in (["system", "prune"], ["volume", "rm"], ["volume", "prune"], ["image", "prune"],
@@ -1236,26 +1420,41 @@ def _infra_family(cmd: Cmd, prog: str, args: list[str]):
             yield CREDENTIALS, "reads cloud credentials or secrets"
         verbs = [p for p in pos[:4] if _CLOUD_MUTATE.match(p)]
         if verbs:
-            uploads = any(re.match(r"(?i)^(s3|gs|az|r2|b2|[\w-]+):", p) for p in pos[-1:]) and not all(
-                re.match(r"(?i)^(s3|gs|az|r2|b2|[\w-]+):", p) for p in pos[1:])
-            if verbs[0].lower() in ("cp", "copy", "sync", "mv", "move", "upload") and uploads:
+            verb = verbs[0].lower()
+            # the operands after the verb, option values left out: a local one before a bucket uploads
+            ops = _parse(args, "gn", _CLOUD_VALUES)[1]
+            ops = ops[ops.index(verbs[0]) + 1:] if verbs[0] in ops else ops
+            buckets = [bool(_BUCKET.match(o)) for o in ops]
+            uploads = any(not b and any(buckets[k + 1:]) for k, b in enumerate(buckets))
+            downloads = verb in ("sync", "rsync") and not uploads and not all(buckets)
+            if verb in ("cp", "copy", "sync", "rsync", "mv", "move", "upload") and uploads:
                 yield EXFILTRATION, "copies files to cloud storage"
-            if verbs[0].lower() not in ("cp", "copy", "upload") or flags & {"--recursive", "-r"} and "rm" in pos:
+            if downloads and flags & {"--delete", "-d", "--delete-unmatched-destination-objects"}:
+                yield DESTRUCTIVE, "sync deletes files at the destination"
+            if verb not in ("cp", "copy", "upload") and not downloads or flags & {"--recursive", "-r"} and "rm" in pos:
                 yield INFRASTRUCTURE, "changes or deletes cloud resources"
+
+
+def _mount_source(mount: str) -> str:
+    """The host side of `-v SRC:DST` or `--mount type=bind,source=SRC,target=DST`."""
+    m = re.search(r"(?:^|,)(?:source|src)=([^,]*)", mount)
+    return m.group(1) if m else mount
 
 
 def _package_family(prog: str, args: list[str]):
     opts, pos = _parse(args, "i", frozenset({"--index-url", "--extra-index-url", "--registry", "--source",
-                                             "--find-links", "--git", "--index"}))
+                                             "--find-links", "--git", "--index", "--github"}))
     flags = {o for o, _ in opts}
     sub = pos[0] if pos else ""
+    if runs_from_foreign_index(prog, args):
+        yield SUPPLY_CHAIN, "runs a package from a foreign package index"
     if prog in ("pip", "pip3", "uv", "pipx", "poetry", "pdm") or (prog.startswith("python") and "pip" in args):
         if "pip" in args:
             _, pos = _parse(args[args.index("pip") + 1:], "i", frozenset({"--index-url", "--extra-index-url"}))
         if sub in ("install", "add", "sync") or "install" in pos:
             if flags & {"-i", "--index-url", "--extra-index-url", "--find-links", "-f", "--trusted-host", "--index"}:
                 yield SUPPLY_CHAIN, "installs from a foreign package index"
-            if any(re.match(r"(?i)^(git\+|hg\+|svn\+|https?://|ftp://)|.*\.(whl|tar\.gz|zip)$", p) and not
+            if any(re.search(r"(?i)(^|@\s*)(git\+|hg\+|svn\+|https?://|ftp://)|.*\.(whl|tar\.gz|zip)$", p) and not
                    p.startswith(("./", "dist/")) and ("://" in p) for p in pos):
                 yield SUPPLY_CHAIN, "installs from a URL or a git repository"
             if flags & {"--break-system-packages", "--user"} or prog == "pipx" and "--global" in flags:
@@ -1273,6 +1472,10 @@ def _package_family(prog: str, args: list[str]):
                 yield SUPPLY_CHAIN, "installs from a URL or a git repository"
         if sub == "config" and "set" in pos or sub == "set" and "registry" in " ".join(pos):
             yield PERSISTENCE, "changes where packages come from"
+    elif prog == "bundle" and sub == "add" and flags & {"--git", "--github", "--source"}:
+        yield SUPPLY_CHAIN, "installs from a foreign source"
+    elif prog in ("gh", "hub") and pos[:2] in (["extension", "install"], ["ext", "install"], ["extensions", "install"]):
+        yield SUPPLY_CHAIN, "installs a gh extension from a repository"
     elif prog in ("gem", "cargo", "go", "composer") and sub in ("install", "get", "require"):
         if flags & {"--source", "--git", "--index", "--registry"} or any("://" in p for p in pos):
             yield SUPPLY_CHAIN, "installs from a foreign source"
