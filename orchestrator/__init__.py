@@ -54,7 +54,40 @@ _WHERE = {
 }
 _ALIASES = {"Agent": "AgentDef"}
 
-__all__ = sorted(_WHERE)
+__all__ = [
+    "Agent",
+    "Cancelled",
+    "Confirm",
+    "Conversation",
+    "Done",
+    "ErrorEvent",
+    "Event",
+    "InputError",
+    "LeasedRooms",
+    "Limits",
+    "Message",
+    "MessageEvent",
+    "OrchestratorError",
+    "ProviderError",
+    "Reply",
+    "Room",
+    "RoomHost",
+    "Runtime",
+    "ScriptedProvider",
+    "TaskEvent",
+    "Team",
+    "TextDeltaEvent",
+    "Tool",
+    "ToolContext",
+    "ToolEnd",
+    "ToolError",
+    "ToolOutput",
+    "ToolStart",
+    "function_tool",
+    "load_team",
+    "run",
+    "tool",
+]
 
 if TYPE_CHECKING:
     from orchestrator.core.errors import InputError, OrchestratorError, ProviderError

@@ -18,6 +18,7 @@ TEAM = Team(commander=Agent(model="scripted"))
 
 
 def test_every_public_name_resolves_and_nothing_loads_on_import():
+    assert sorted(orchestrator.__all__) == sorted(orchestrator._WHERE) == orchestrator.__all__
     for name in orchestrator.__all__:
         assert getattr(orchestrator, name) is not None, name
     with pytest.raises(AttributeError):
