@@ -18,12 +18,12 @@ ROOT = Path(__file__).resolve().parent.parent
 @dataclass
 class Server:
     proc: subprocess.Popen
-    url: str  # with ?token=
+    url: str  # with #token= (the fragment, for a browser)
     token: str
     base: str = field(init=False)
 
     def __post_init__(self) -> None:
-        self.base = self.url.split("/?token=")[0]
+        self.base = self.url.split("/#token=")[0]
 
     @property
     def auth(self) -> dict[str, str]:

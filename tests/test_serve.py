@@ -1,5 +1,6 @@
 """`orchestrator serve` over HTTP, against the real server started on 127.0.0.1: the event stream
-numbered by seq and resumable, the token, stop, questions, the agent view and the room list."""
+numbered by seq and resumable, the token (only in a header), stop, questions, the agent view and the room
+list."""
 from __future__ import annotations
 
 import msgspec
@@ -132,11 +133,14 @@ async def test_writes_and_reads_need_the_token(flagship):
         for headers in ({}, {"Authorization": "Bearer not-the-token"}):
             r = await client.post(f"{base}/lines", json={"text": "let me in"}, headers=headers)
             assert r.status_code == 401 and "token" in r.json()["error"]
-            assert (await client.post(f"{base}/stop", headers=headers)).status_code == 401
-            assert (await client.post(f"{base}/answers", json={"answer": "run"}, headers=headers)).status_code == 401
+            assert (await client.post(f"{base}/stop", json={}, headers=headers)).status_code == 401
+            assert (await client.post(f"{base}/answers", json={"answer": "run", "request_id": "q1"},
+                                      headers=headers)).status_code == 401
             assert (await client.post(f"{flagship.base}/rooms", json={"name": "x"}, headers=headers)).status_code == 401
             assert (await client.get(f"{base}/events", headers=headers)).status_code == 401
-            assert (await client.get(base, headers=headers)).status_code == 401
+            assert (await client.get(f"{base}/state", headers=headers)).status_code == 401
+            assert (await client.get(f"{flagship.base}/rooms", headers=headers)).status_code == 401
+            assert (await client.get(f"{base}/agents/tutor", headers=headers)).status_code == 401
         state = (await client.get(f"{base}/state", headers=flagship.auth)).json()
         assert not state["busy"] and state["tasks"] == []
         store = await Store.open(flagship.db)
@@ -145,14 +149,20 @@ async def test_writes_and_reads_need_the_token(flagship):
         finally:
             await store.close()
 
-        # The page's address carries the token once; the browser keeps it in a strict cookie.
-        r = await client.get(f"{base}?token={flagship.token}")
-        assert r.status_code == 303 and r.headers["location"].endswith(f"/rooms/{room}")
-        cookie = r.headers["set-cookie"].lower()
-        assert "httponly" in cookie and "samesite=strict" in cookie
-        r = await client.get(base)  # the client kept the cookie
-        assert r.status_code == 200 and "<h1 id=\"room-name\">guarded</h1>" in r.text
-        r = await client.post(f"{base}/lines", json={"text": "   "})
+        # The token is never taken from a query string (it would land in logs, history and Referers), with
+        # or without the header: the printed address carries it in its fragment, which is never sent.
+        assert flagship.url == f"{flagship.base}/#token={flagship.token}"
+        for path in ("/", f"/rooms/{room}", "/rooms", f"/rooms/{room}/events"):
+            for headers in ({}, flagship.auth):
+                r = await client.get(f"{flagship.base}{path}?token={flagship.token}", headers=headers)
+                assert r.status_code == 400 and "#token=" in r.json()["error"], (path, r.text)
+                assert "location" not in r.headers and "set-cookie" not in r.headers
+        # The page is a shell anyone may load: no room data in it, the same for any room id, and no cookie.
+        r = await client.get(base)
+        assert r.status_code == 200 and "guarded" not in r.text and room not in r.text
+        assert r.text == (await client.get(f"{flagship.base}/rooms/nosuchroom")).text
+        assert "set-cookie" not in r.headers and not client.cookies
+        r = await client.post(f"{base}/lines", json={"text": "   "}, headers=flagship.auth)
         assert r.status_code == 400 and r.json()["error"] == "the line is empty"
 
 
@@ -186,12 +196,16 @@ async def test_the_room_list_and_bad_requests(flagship):
         assert mine["open"] and mine["last_activity"] > 0
         r = await client.post(f"{flagship.base}/rooms", json={"name": ""}, headers=flagship.auth)
         assert r.status_code == 400 and "1 to 100 characters" in r.json()["error"]
-        r = await client.post(f"{flagship.base}/rooms/{room}/lines", content=b"not json", headers=flagship.auth)
+        r = await client.post(f"{flagship.base}/rooms/{room}/lines", content=b"not json",
+                              headers=flagship.auth | {"Content-Type": "application/json"})
         assert r.status_code == 400 and "bad request body" in r.json()["error"]
         r = await client.get(f"{flagship.base}/rooms/nosuchroom/state", headers=flagship.auth)
         assert r.status_code == 404 and "no room 'nosuchroom'" in r.json()["error"]
         r = await client.post(f"{flagship.base}/rooms/{room}/answers", json={"answer": "run"}, headers=flagship.auth)
-        assert r.status_code == 400 and "no confirmation request" in r.json()["error"]
+        assert r.status_code == 400 and "request_id" in r.json()["error"]  # an answer always names its question
+        r = await client.post(f"{flagship.base}/rooms/{room}/answers", json={"answer": "run", "request_id": "q1"},
+                              headers=flagship.auth)
+        assert r.status_code == 409 and r.json()["error"] == f"no open question 'q1' in room {room}; open: none"
 
 
 async def test_stop_over_http_cancels_every_worker(tmp_path):
@@ -203,7 +217,7 @@ async def test_stop_over_http_cancels_every_worker(tmp_path):
                 s = Stream(r)
                 await post(client, server, room, "Survey all caching papers.")
                 await s.running(3)
-                r = await client.post(f"{server.base}/rooms/{room}/stop", headers=server.auth)
+                r = await client.post(f"{server.base}/rooms/{room}/stop", json={}, headers=server.auth)
                 assert r.status_code == 200 and r.json()["seconds"] < 5
                 cancelled = await s.until(lambda ev: ev["type"] == "cancelled")
             assert cancelled.event["reason"] == "stopped from the web page"
@@ -229,6 +243,11 @@ async def test_a_question_is_answered_over_http(tmp_path):
                 assert asked["agent"] == "commander" and "rm -rf data" in asked["summary"]
                 state = (await client.get(f"{server.base}/rooms/{room}/state", headers=server.auth)).json()
                 assert state["asking"] == [asked["request_id"]]
+                r = await client.post(f"{server.base}/rooms/{room}/answers", headers=server.auth,
+                                      json={"request_id": "q000000", "answer": "run"})
+                assert r.status_code == 409 and asked["request_id"] in r.json()["error"]  # only the one open
+                state = (await client.get(f"{server.base}/rooms/{room}/state", headers=server.auth)).json()
+                assert state["asking"] == [asked["request_id"]] and (tmp_path / "ws" / "data").exists()
                 r = await client.post(f"{server.base}/rooms/{room}/answers", headers=server.auth,
                                       json={"request_id": asked["request_id"], "answer": "once"})
                 assert r.status_code == 200
@@ -293,10 +312,13 @@ def test_an_address_beyond_this_machine_is_warned_about(capsys, tmp_path):
 
     for host, warned in (("127.0.0.1", False), ("::1", False), ("localhost", False), ("0.0.0.0", True),
                          ("192.0.2.7", True)):
-        _announce(Namespace(json=True, host=host, db=tmp_path / "x.db"), "http://h/?token=t", "t")
+        _announce(Namespace(json=True, host=host, db=tmp_path / "x.db"), "http://h/#token=t", "t")
         out, err = capsys.readouterr()
-        assert msgspec.json.decode(out) == {"url": "http://h/?token=t", "token": "t"}
+        assert msgspec.json.decode(out) == {"url": "http://h/#token=t", "token": "t"}
         assert ("warning: serving on " in err) == warned, host
+    _announce(Namespace(json=False, host="127.0.0.1", db=tmp_path / "x.db"), "http://h/#token=t", "t")
+    out, _ = capsys.readouterr()
+    assert out.splitlines()[:2] == [f"Rooms of {tmp_path / 'x.db'} at http://h/#token=t", "Token: t"]
 
 
 def test_without_the_extra_serve_says_what_to_install(tmp_path):

@@ -64,9 +64,20 @@ def page(browser, server):
     context = browser.new_context(viewport={"width": 1400, "height": 900})
     page = context.new_page()
     page.set_default_timeout(20_000)
-    page.goto(server.url)  # the printed address: the token becomes a cookie
+    refused = watch_csp(page)
+    page.goto(server.url)  # the printed address: the page keeps the token from its fragment, for this tab
     yield page
     context.close()
+    assert refused == [], "the room's own pages broke their Content-Security-Policy"
+
+
+def watch_csp(page) -> list[str]:
+    """What the Content-Security-Policy refused on `page`, as the browser said it (the pages' own scripts and
+    styles must never need an exception)."""
+    refused: list[str] = []
+    page.on("console", lambda m: refused.append(m.text) if "Content Security Policy" in m.text else None)
+    page.on("pageerror", lambda e: refused.append(str(e)) if "Content Security Policy" in str(e) else None)
+    return refused
 
 
 def shot(page, name: str) -> None:
@@ -91,12 +102,21 @@ def open_task_bars(page) -> list[dict]:
     })""")
 
 
+def wait_count(page, selector: str, n: int) -> None:
+    """Until `selector` matches `n` elements. Not wait_for_function: that compiles its expression in the page,
+    which the page's Content-Security-Policy (no eval) refuses, as it should."""
+    from playwright.sync_api import expect
+
+    expect(page.locator(selector)).to_have_count(n, timeout=20_000)
+
+
 def transcript(page) -> str:
     return page.inner_text("#transcript")
 
 
 def test_a_room_at_work_in_the_browser(page, server):
-    assert "token" not in page.url and page.context.cookies()[0]["sameSite"] == "Strict"
+    assert "token" not in page.url and page.context.cookies() == []  # out of the address bar, and no cookie
+    assert page.evaluate("sessionStorage.getItem('orchestrator-token')") == server.token
     open_new_room(page, "browser flagship")
 
     page.evaluate("""() => {  // who streamed text into the transcript, as it happened
@@ -111,11 +131,11 @@ def test_a_room_at_work_in_the_browser(page, server):
     assert "commander" in page.evaluate("window.streamed")
 
     # The parallel dispatch: three lanes, three task bars open at the same time.
-    page.wait_for_function("document.querySelectorAll('#lanes .bar.task.open').length === 3")
+    wait_count(page, "#lanes .bar.task.open", 3)
     bars = open_task_bars(page)
     assert sorted(b["agent"] for b in bars) == ["researcher", "reviewer", "worker"]
     assert max(b["left"] for b in bars) < min(b["right"] for b in bars), f"the bars do not overlap: {bars}"
-    page.wait_for_function("document.querySelectorAll('#ledger tbody tr.status-running').length === 3")
+    wait_count(page, "#ledger tbody tr.status-running", 3)
     assert page.locator("#lanes .lane[data-agent='researcher'] .tick").count() == 0  # it has not read yet
     page.wait_for_selector("#agent-view[data-agent='commander'] .block.call:has-text('dispatch_to')")
     shot(page, "1-parallel-dispatch")
@@ -127,7 +147,7 @@ def test_a_room_at_work_in_the_browser(page, server):
     assert page.locator(".msg.streaming").count() == 0  # every stream ended in its message
     assert page.locator("#lanes .lane[data-agent='researcher'] .tick").count() == 1  # read_file
     assert page.locator("#lanes .lane[data-agent='reviewer'] .tick").count() == 2
-    page.wait_for_function("document.querySelectorAll('#ledger tbody tr.status-done').length === 3")
+    wait_count(page, "#ledger tbody tr.status-done", 3)
     shot(page, "2-answered")
 
     # The researcher's view: its own task and reads, never the reviewer's task.
@@ -146,7 +166,7 @@ def test_a_room_at_work_in_the_browser(page, server):
     # A reload replays the room: the transcript and, from this process's journal, the timeline.
     page.reload()
     page.wait_for_selector(".msg[data-author='tutor'] .text:has-text('both names point at one dict')")
-    page.wait_for_function("document.querySelectorAll('#lanes .bar.task.done').length === 3")
+    wait_count(page, "#lanes .bar.task.done", 3)
     # commander, researcher, reviewer, worker, tutor: one turn each, all ended
     assert page.locator("#lanes .bar.turn").count() == page.locator("#lanes .bar.turn.done").count() == 5
 
@@ -162,11 +182,11 @@ def test_stop_during_slow_work(page, server):
     open_new_room(page, "browser stop")
     page.fill("#line", "Can you check app/config.py?")
     page.press("#line", "Enter")
-    page.wait_for_function("document.querySelectorAll('#lanes .bar.task.open').length === 3")
+    wait_count(page, "#lanes .bar.task.open", 3)
     page.click("#stop")
     page.wait_for_selector(".note.stopped:has-text('stopped from the web page')")
-    page.wait_for_function("document.querySelectorAll('#ledger tbody tr.status-cancelled').length === 3")
-    page.wait_for_function("document.querySelectorAll('#lanes .bar.open').length === 0")  # drawn next frame
+    wait_count(page, "#ledger tbody tr.status-cancelled", 3)
+    wait_count(page, "#lanes .bar.open", 0)  # drawn next frame
     assert page.locator("#lanes .bar.task.cancelled").count() == 3
     assert "Here is what the team found" not in transcript(page)
     page.wait_for_selector("#busy:text('idle')")
@@ -186,6 +206,7 @@ def test_a_question_is_answered_from_the_page(browser, tmp_path):
     try:
         page = context.new_page()
         page.set_default_timeout(20_000)
+        refused = watch_csp(page)
         page.goto(server.url)
         open_new_room(page, "browser question")
         page.fill("#line", "Clean up the data folder.")
@@ -201,6 +222,7 @@ def test_a_question_is_answered_from_the_page(browser, tmp_path):
         page.wait_for_selector(".msg[data-author='commander'] .text:has-text('Deleted the data folder')")
         assert page.locator(".question").count() == 0
         assert not (tmp_path / "ws" / "data").exists()
+        assert refused == []
     finally:
         context.close()
         assert server.stop() == 0

@@ -7,6 +7,9 @@ dies takes no queued connection with it, --port 0 is known before anything start
 the one every worker serves. This process only supervises: it replaces a worker killed by a signal (its rooms
 move to the others once their leases run out) and stops them all on Ctrl-C or SIGTERM.
 
+Each worker learns the token through a pipe it inherits (--token-fd), read once at its start and closed: never
+through its environment or command line, which its children and `ps` could see.
+
 The pages and the API are orchestrator/web; the team, models and workspace come from chat's set-up
 (`load_setup`), the workspace being a folder of the server's own unless --workspace names one.
 """
@@ -35,7 +38,6 @@ from orchestrator.store.lease import LEASE_SECONDS
 from orchestrator.store.postgres import shown
 
 EXTRA = "pip install 'groupchat-orchestrator[serve]'"
-TOKEN_ENV = "ORCHESTRATOR_SERVE_TOKEN"  # how a worker learns the token (not its command line: `ps` shows that)
 STOP_WAIT = 15.0  # seconds workers get to stop before they are killed
 
 
@@ -52,6 +54,7 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
     s.add_argument("--lease", type=float, default=LEASE_SECONDS, metavar="SECONDS",
                    help="how long a dead worker's rooms wait before another takes them (default: %(default)s)")
     s.add_argument("--worker", type=int, help=argparse.SUPPRESS)  # a worker: the listening socket's descriptor
+    s.add_argument("--token-fd", type=int, help=argparse.SUPPRESS)  # a worker: the pipe the token comes through
     s.add_argument("--team", type=Path, metavar="TEAM.yaml",
                    help="the team of new rooms (default: the agents/ folder if you trust it, see --trust, else "
                         "the shipped team); stored rooms keep theirs")
@@ -66,7 +69,9 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
     s.add_argument("--host", default="127.0.0.1",
                    help="the address to listen on (default: %(default)s, this machine only)")
     s.add_argument("--port", type=int, default=8765, help="the port (default: %(default)s; 0 picks a free one)")
-    s.add_argument("--json", action="store_true", help='print {"url", "token"} as the first line, for scripts')
+    s.add_argument("--json", action="store_true",
+                   help='print {"url", "token"} as the first line, for scripts (the url carries the token in its '
+                        '#token= fragment, for a browser; scripts send `Authorization: Bearer TOKEN`)')
     s.set_defaults(fn=cmd_serve, resume=None, name=None, own_workspace="serve")
     return s
 
@@ -79,7 +84,7 @@ async def cmd_serve(args: argparse.Namespace) -> int:
         missing = (exc.name or "a module").split(".")[0]
         raise InputError(f"`orchestrator serve` needs the web extra ({missing} is missing): {EXTRA}") from None
     if args.worker is not None:
-        return await _work(args, socket.socket(fileno=args.worker), os.environ.get(TOKEN_ENV, ""), announce=None)
+        return await _work(args, socket.socket(fileno=args.worker), _read_token(args.token_fd), announce=None)
     if args.workers < 1:
         raise InputError(f"--workers {args.workers}: give 1 or more")
     if args.lease <= 0:
@@ -88,7 +93,8 @@ async def cmd_serve(args: argparse.Namespace) -> int:
     token = secrets.token_urlsafe(24)
     port = sock.getsockname()[1]
     shown = f"[{args.host}]" if ":" in args.host else args.host
-    url = f"http://{shown}:{port}/?token={token}"
+    # In the fragment: a browser never sends it to a server (this one or another) nor puts it in a Referer.
+    url = f"http://{shown}:{port}/#token={token}"
     if args.workers == 1:
         return await _work(args, sock, token, announce=lambda workspace: _announce(args, url, token, workspace))
     try:
@@ -107,10 +113,13 @@ async def _work(args: argparse.Namespace, sock: socket.socket, token: str, annou
     from hypercorn.trio import serve
 
     from orchestrator.web.app import build_app
+    from orchestrator.web.guard import Hosts
     from orchestrator.web.host import Host
 
     async with AsyncExitStack() as stack:
         stack.callback(sock.close)
+        bound, port = sock.getsockname()[:2]
+        hosts = Hosts.bound(args.host, port, bound)
         store = await open_db(args.db)
         stack.push_async_callback(store.close)
         setup = await load_setup(args, store, stack)
@@ -128,7 +137,7 @@ async def _work(args: argparse.Namespace, sock: socket.socket, token: str, annou
             async with trio.open_nursery() as nursery:
                 async with Host.open(store, room_models(args, setup), name=f"{socket.gethostname()}:{os.getpid()}",
                                      seconds=args.lease) as host:
-                    nursery.start_soon(serve, build_app(host, token), config)
+                    nursery.start_soon(serve, build_app(host, token, hosts), config)
                     async for _ in signals:
                         break
                     if announce:
@@ -141,14 +150,18 @@ async def _supervise(args: argparse.Namespace, sock: socket.socket, token: str) 
     """Run `args.workers` worker processes on `sock` until SIGINT or SIGTERM. A worker killed by a signal is
     replaced; one that ends by itself (an error it printed) stops the server with its exit status."""
     command = [sys.executable, "-m", "orchestrator", "serve", *_worker_args(args), "--worker", str(sock.fileno())]
-    # The database by environment too: a PostgreSQL URL may hold a password, which `ps` would show.
-    env = os.environ | {TOKEN_ENV: token, "ORCHESTRATOR_DB": str(args.db)}
+    # The database by environment: a PostgreSQL URL may hold a password, which `ps` would show.
+    env = os.environ | {"ORCHESTRATOR_DB": str(args.db)}
     failed: list[int] = []
 
     async def keep(nursery: trio.Nursery, slot: int) -> None:
         while True:
-            proc = await trio.lowlevel.open_process(command, pass_fds=(sock.fileno(),), env=env,
-                                                    stdin=subprocess.DEVNULL)
+            read = _token_pipe(token)
+            try:
+                proc = await trio.lowlevel.open_process([*command, "--token-fd", str(read)], env=env,
+                                                        pass_fds=(sock.fileno(), read), stdin=subprocess.DEVNULL)
+            finally:
+                os.close(read)
             try:
                 code = await proc.wait()
             finally:
@@ -210,10 +223,36 @@ async def _check_start(args: argparse.Namespace) -> Path | None:
     return workspace
 
 
+def _token_pipe(token: str) -> int:
+    """A pipe holding the token and then its end: the read end, for one worker to inherit. The token is far
+    smaller than a pipe's buffer, so the write never waits for the reader."""
+    read, write = os.pipe()
+    try:
+        os.write(write, token.encode())
+    finally:
+        os.close(write)
+    return read
+
+
+def _read_token(fd: int | None) -> str:
+    """A worker's token, read once from the pipe the supervisor gave it, which is closed then."""
+    if fd is None:
+        raise InputError("a worker needs --token-fd (`orchestrator serve` starts its workers itself)")
+    chunks = []
+    try:
+        while chunk := os.read(fd, 4096):
+            chunks.append(chunk)
+    finally:
+        os.close(fd)
+    if not (token := b"".join(chunks).decode()):
+        raise InputError("the token pipe was empty")
+    return token
+
+
 def _worker_args(args: argparse.Namespace) -> list[str]:
-    """The flags a worker process needs: what chooses the rooms' team and models (the store comes by
-    environment)."""
-    out = ["--lease", str(args.lease)]
+    """The flags a worker process needs: what chooses the rooms' team and models, and the address it was
+    asked to serve, whose names it answers to (the store comes by environment, the token by pipe)."""
+    out = ["--lease", str(args.lease), "--host", args.host]
     for flag, value in (("--team", args.team), ("--model", args.model), ("--scripted", args.scripted),
                         ("--workspace", args.workspace)):
         if value:
@@ -279,8 +318,9 @@ def _announce(args: argparse.Namespace, url: str, token: str, workspace: Path | 
         print(f"Rooms of {db} at {url}", flush=True)
         if workspace:
             print(f"New rooms work in {workspace}", flush=True)
-        print("The token in the address lets a browser post, stop and answer; Ctrl-C stops the server.",
-              flush=True)
+        print(f"Token: {token}", flush=True)
+        print("The address carries the token after its #, which the browser never sends to any server: open it "
+              "as it is. Scripts send `Authorization: Bearer TOKEN`. Ctrl-C stops the server.", flush=True)
     if not _loopback(args.host):
         print(f"warning: serving on {args.host}, not only this machine: anyone who can reach it and learns "
               "the token can read your rooms and post in them", file=sys.stderr, flush=True)

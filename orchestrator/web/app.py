@@ -1,24 +1,40 @@
 """The web pages and the HTTP API of `orchestrator serve`: the room list, a room's page, its live event
 stream (SSE), and the few writes a person makes: post a line, stop the room, answer a question.
 
-Everything needs the token printed at start (a cookie after the first `?token=` visit, or
-`Authorization: Bearer` for scripts); the cookie is SameSite=Strict, so no other site can post with it.
+The pages are shells with no room data in them, served to anyone who can reach the server; everything a room
+holds comes through the API, and every call needs `Authorization: Bearer TOKEN`. There is no cookie, and the
+token is never accepted in a query string (web/guard.py refuses one): the printed address carries it in its
+fragment (`/#token=...`), which no browser sends to a server or puts in a Referer, and the page's script
+keeps it for that tab (web/static/auth.js). So nothing a browser sends on its own, to this server or to any
+other page the user opens (another port of 127.0.0.1 included), carries the token. The event stream takes the
+same header: the page reads it with fetch() and a ReadableStream, not EventSource (which cannot send one), and
+not with a ticket in the stream's URL, which would put a secret in a URL again and, with --workers N, would
+have to be known to whichever worker the stream's connection lands on.
+
+A question (an agent asking to run something risky) is answered by naming it (`request_id`), only while it
+is open in that room. Nothing the room's own agents can reach holds the token: their commands run in the
+jail with a fresh environment (tools/process.py `command_env`: PATH, HOME, LANG, TERM, never this process's
+own) in their own PID namespace (so not /proc of this process either); the token is not in any environment
+(`--workers` hands it to each worker through an inherited pipe, read once and closed), not in argv, not on
+disk and not in a cookie; and the workspace is not served (only this package's static/ folder is). A command
+run without the sandbox (`sandbox: off`) is asked about first, every one. An agent
+that starts a server of its own and gets the user to open it gains a page of another origin, which the
+guard refuses in every way a browser lets it call.
 """
 from __future__ import annotations
 
 import hmac
-import html
 import os
 import time
 from pathlib import Path
-from typing import Any, AsyncIterator
+from typing import Any, AsyncIterator, Callable
 
 import msgspec
 import trio
 from starlette.applications import Starlette
 from starlette.middleware import Middleware
 from starlette.requests import Request
-from starlette.responses import HTMLResponse, RedirectResponse, Response, StreamingResponse
+from starlette.responses import Response, StreamingResponse
 from starlette.routing import Mount, Route
 from starlette.staticfiles import StaticFiles
 from starlette.templating import Jinja2Templates
@@ -28,19 +44,31 @@ from orchestrator.core.events import message_event
 from orchestrator.core.types import ImageBlock, ToolResultBlock
 from orchestrator.team.schema import Team
 from orchestrator.web.feed import Key, frame, parse_id
+from orchestrator.web.guard import Guard, Hosts
 from orchestrator.web.host import Elsewhere, Host
 
 HERE = Path(__file__).parent
-COOKIE = "orchestrator_token"
 PING_SECONDS = 15.0
 FOLLOW_SECONDS = 0.2  # how often a stream of a room run by another process looks for new stored messages
 FLUSH_SECONDS = 0.1  # a subscriber gets at most ~10 writes a second: live to the eye, cheap for the room
 MAX_LINE = 100_000  # characters in one posted line
 ANSWERS = ("once", "run", "deny")
+# Open event streams one worker process serves: a page holds one, so these are many tabs; past them a
+# stream is refused (429) rather than let a runaway script hold the process's memory and store reads.
+MAX_ROOM_STREAMS = 32
+MAX_STREAMS = 256
 
 
 class Busy(InputError):
     """What only the room's own process can do, asked of another one (409)."""
+
+
+class Unopened(InputError):
+    """An answer to a question that is not open in that room (409)."""
+
+
+class Crowded(InputError):
+    """Too many event streams open (429)."""
 
 
 class Line(msgspec.Struct):
@@ -53,42 +81,26 @@ class NewRoom(msgspec.Struct):
 
 class Reply(msgspec.Struct):
     answer: str
-    request_id: str | None = None
+    request_id: str  # always named: an answer never lands on whichever question happens to be open
 
 
-def build_app(host: Host, token: str, *, ping: float = PING_SECONDS, flush: float = FLUSH_SECONDS) -> Starlette:
+def build_app(host: Host, token: str, hosts: Hosts, *, ping: float = PING_SECONDS,
+              flush: float = FLUSH_SECONDS) -> Guard:
     templates = Jinja2Templates(directory=str(HERE / "templates"))
+    streams: dict[str, int] = {}  # room -> event streams open on it in this process
 
     def authorized(request: Request) -> bool:
-        given = request.cookies.get(COOKIE) or request.query_params.get("token") or ""
-        auth = request.headers.get("authorization", "")
-        if auth.lower().startswith("bearer "):
-            given = auth[7:].strip()
-        return hmac.compare_digest(given.encode(), token.encode())
+        scheme, _, given = request.headers.get("authorization", "").partition(" ")
+        return scheme.lower() == "bearer" and hmac.compare_digest(given.strip().encode(), token.encode())
 
-    def refused(request: Request) -> Response:
-        text = ("this needs the token printed by `orchestrator serve`: open the address it printed "
-                "(it ends in ?token=...), or send `Authorization: Bearer TOKEN`")
-        if "text/html" in request.headers.get("accept", ""):
-            return HTMLResponse(f"<p>{text}</p>", status_code=401)
-        return _json({"error": text}, 401)
+    def refused() -> Response:
+        return _json({"error": "this needs the token printed by `orchestrator serve`: open the address it printed "
+                               "(the token is in its #token= fragment), or send `Authorization: Bearer TOKEN`"}, 401)
 
     def page(name: str):
         async def endpoint(request: Request) -> Response:
-            if not authorized(request):
-                return refused(request)
-            if "token" in request.query_params:  # keep it in a cookie, out of the address bar and history
-                response = RedirectResponse(request.url.remove_query_params("token"), status_code=303)
-                response.set_cookie(COOKIE, token, httponly=True, samesite="strict", path="/")
-                return response
-            if "room_id" not in request.path_params:
-                return templates.TemplateResponse(request, name, {})
-            try:
-                async with host.room(request.path_params["room_id"]) as hosted:
-                    room = hosted if isinstance(hosted, Elsewhere) else hosted.room
-                    return templates.TemplateResponse(request, name, {"room": room})
-            except InputError as exc:
-                return HTMLResponse(f'<p>{html.escape(str(exc))}. <a href="/">All rooms</a></p>', 404)
+            # The same shell for everyone and every room id: what a room holds comes through the API.
+            return templates.TemplateResponse(request, name, {})
 
         return endpoint
 
@@ -96,11 +108,14 @@ def build_app(host: Host, token: str, *, ping: float = PING_SECONDS, flush: floa
         """Token checked, bad input answered in one line (400), a missing room as 404."""
         async def endpoint(request: Request) -> Response:
             if not authorized(request):
-                return refused(request)
+                return refused()
             try:
                 return await fn(request)
-            except Busy as exc:
+            except (Busy, Unopened) as exc:
                 return _json({"error": str(exc)}, 409)
+            except Crowded as exc:
+                return Response(msgspec.json.encode({"error": str(exc)}), 429, media_type="application/json",
+                                headers={"Retry-After": "5"})
             except InputError as exc:
                 status = 404 if str(exc).startswith("no room") else 400
                 return _json({"error": str(exc)}, status)
@@ -143,6 +158,19 @@ def build_app(host: Host, token: str, *, ping: float = PING_SECONDS, flush: floa
         if record is None:
             raise InputError(f"no room {request.path_params['room_id']!r} in this database")
         after = parse_id(request.headers.get("last-event-id") or request.query_params.get("after"))
+        if sum(streams.values()) >= MAX_STREAMS:
+            raise Crowded(f"this server process has {MAX_STREAMS} event streams open, its most; close a page "
+                          "or try again later")
+        if streams.get(record.id, 0) >= MAX_ROOM_STREAMS:
+            raise Crowded(f"room {record.id} has {MAX_ROOM_STREAMS} event streams open here, its most; close "
+                          "a page of it or try again later")
+        streams[record.id] = streams.get(record.id, 0) + 1
+
+        def release() -> None:
+            if (left := streams[record.id] - 1) > 0:
+                streams[record.id] = left
+            else:
+                del streams[record.id]
 
         async def stream() -> AsyncIterator[bytes]:
             async with host.room(record.id) as hosted:
@@ -154,8 +182,7 @@ def build_app(host: Host, token: str, *, ping: float = PING_SECONDS, flush: floa
                     async for data in feeding(hosted, after):
                         yield data
 
-        return StreamingResponse(stream(), media_type="text/event-stream",
-                                 headers={"Cache-Control": "no-cache", "X-Accel-Buffering": "no"})
+        return _Counted(stream(), release, media_type="text/event-stream", headers={"X-Accel-Buffering": "no"})
 
     async def following(room_id: str, after: Key | None) -> AsyncIterator[bytes]:
         """Another process runs the room: its messages as they are stored, by seq (no deltas between them)."""
@@ -236,11 +263,14 @@ def build_app(host: Host, token: str, *, ping: float = PING_SECONDS, flush: floa
             raise InputError(f"answer one of {', '.join(ANSWERS)}")
         async with host.room(request.path_params["room_id"]) as hosted:
             if isinstance(hosted, Elsewhere):
+                # Only its owner knows which questions are open: it answers this one if it still is, and
+                # leaves the request alone otherwise (room/leased.py).
                 await host.leased.send_answer(hosted.id, reply.answer, reply.request_id)
                 return _json({"answered": "sent"}, 202)
             room = hosted.room
-            if reply.request_id is not None and reply.request_id not in room.asking:
-                raise InputError(f"no open question {reply.request_id!r}; open: {', '.join(room.asking) or 'none'}")
+            if reply.request_id not in room.asking:
+                raise Unopened(f"no open question {reply.request_id!r} in room {room.id}; open: "
+                               f"{', '.join(room.asking) or 'none'}")
             room.answer(reply.answer, reply.request_id)  # type: ignore[arg-type]
             return _json({"answered": True})
 
@@ -255,7 +285,7 @@ def build_app(host: Host, token: str, *, ping: float = PING_SECONDS, flush: floa
                       "messages": [{"role": m.role, "blocks": [_block(b) for b in m.blocks]}
                                    for m in req.messages]})
 
-    return Starlette(middleware=[Middleware(_Worker)], routes=[
+    return Guard(Starlette(middleware=[Middleware(_Worker)], routes=[
         Route("/", page("rooms.html")),
         Route("/rooms", api(rooms), methods=["GET"]),
         Route("/rooms", api(create_room), methods=["POST"]),
@@ -267,7 +297,22 @@ def build_app(host: Host, token: str, *, ping: float = PING_SECONDS, flush: floa
         Route("/rooms/{room_id}/answers", api(answer), methods=["POST"]),
         Route("/rooms/{room_id}/agents/{name}", api(agent_view)),
         Mount("/static", StaticFiles(directory=str(HERE / "static")), name="static"),
-    ])
+    ]), hosts)
+
+
+class _Counted(StreamingResponse):
+    """An event stream holding its place in the count until it ends, however it ends (the client gone
+    cancels it mid-write)."""
+
+    def __init__(self, content: AsyncIterator[bytes], release: Callable[[], None], **options: Any):
+        super().__init__(content, **options)
+        self._release = release
+
+    async def __call__(self, scope: dict, receive: Any, send: Any) -> None:
+        try:
+            await super().__call__(scope, receive, send)
+        finally:
+            self._release()
 
 
 def _block(b: Any) -> dict:

@@ -1,9 +1,11 @@
-// One room's page: the live transcript from the room's event stream (SSE, resumed by the browser with
-// Last-Event-ID), the floor and ledger, questions to answer, the timeline and the agent view.
-// Everything the room says is put in the page as text, never as HTML.
+// One room's page: the live transcript from the room's event stream (SSE read by auth.js's `follow`, resumed
+// with Last-Event-ID), the floor and ledger, questions to answer, the timeline and the agent view. The page
+// arrives empty; all of it comes through the API. Everything the room says is put in the page as text,
+// never as HTML.
 "use strict";
 
-const ROOM = document.body.dataset.room;
+const ROOM = decodeURIComponent(location.pathname.split("/")[2] || "");
+const PATH = `/rooms/${encodeURIComponent(ROOM)}`;
 const HANDBACK = /\s*<handback\s*\/>\s*/g;
 const $ = (id) => document.getElementById(id);
 
@@ -100,7 +102,7 @@ function renderQuestions() {
     node.append(el("div", "", `${q.agent} asks to do something risky (${q.category}):`), el("pre", "", q.summary));
     for (const answer of ["once", "run", "deny"]) {
       const b = el("button", `answer answer-${answer}`, { once: "Allow once", run: "Allow for this run", deny: "Deny" }[answer]);
-      b.onclick = () => send(`/rooms/${ROOM}/answers`, { request_id: id, answer }).then((ok) => {
+      b.onclick = () => send(`${PATH}/answers`, { request_id: id, answer }).then((ok) => {
         if (ok) { questions.delete(id); renderQuestions(); }
       });
       node.append(b);
@@ -116,9 +118,16 @@ function stateSoon() {
 
 async function refreshState() {
   stateTimer = null;
-  const r = await fetch(`/rooms/${ROOM}/state`);
-  if (!r.ok) return;
+  const r = await api(`${PATH}/state`);
+  if (!r.ok) {
+    if (r.status === 404) gone((await r.json()).error);
+    return;
+  }
   const s = await r.json();
+  if ($("room-name").textContent !== s.name) {
+    $("room-name").textContent = s.name;
+    document.title = `${s.name} · orchestrator`;
+  }
   $("floor").textContent = s.floor;
   $("busy").textContent = s.busy ? "working" : "idle";
   $("busy").classList.toggle("working", s.busy);
@@ -266,7 +275,7 @@ async function showAgent() {
   const name = $("agent").value;
   const box = $("agent-view");
   if (!name) return;
-  const r = await fetch(`/rooms/${ROOM}/agents/${encodeURIComponent(name)}`);
+  const r = await api(`${PATH}/agents/${encodeURIComponent(name)}`);
   const v = await r.json();
   if (!r.ok) { box.replaceChildren(el("div", "error", v.error)); return; }
   const system = el("details", "system");
@@ -288,8 +297,7 @@ $("agent-refresh").addEventListener("click", showAgent);
 // --- writing to the room ----------------------------------------------------------------------
 
 async function send(path, body) {
-  const r = await fetch(path, { method: "POST", headers: { "Content-Type": "application/json" },
-                                body: JSON.stringify(body || {}) });
+  const r = await api(path, { method: "POST", json: body || {} });
   if (!r.ok) {
     const e = await r.json().catch(() => ({ error: r.statusText }));
     $("post-error").textContent = e.error;
@@ -303,12 +311,12 @@ $("post").addEventListener("submit", async (e) => {
   e.preventDefault();
   const text = $("line").value.trim();
   if (!text) return;
-  if (await send(`/rooms/${ROOM}/lines`, { text })) $("line").value = "";
+  if (await send(`${PATH}/lines`, { text })) $("line").value = "";
 });
 
 $("stop").addEventListener("click", async () => {
   $("stop").disabled = true;
-  try { await send(`/rooms/${ROOM}/stop`); } finally { $("stop").disabled = false; }
+  try { await send(`${PATH}/stop`); } finally { $("stop").disabled = false; }
 });
 
 $("show-hidden").addEventListener("change", (e) => {
@@ -339,8 +347,16 @@ function handle(ev) {
   if (ev.type === "message" && ev.visible_to.includes(viewed)) agentViewSoon();
 }
 
-const events = new EventSource(`/rooms/${ROOM}/events`);
-events.onmessage = (e) => handle(JSON.parse(e.data));
-events.onopen = () => { $("link").textContent = "live"; $("link").classList.remove("down"); refreshState(); };
-events.onerror = () => { $("link").textContent = "reconnecting…"; $("link").classList.add("down"); };
+function gone(error) {
+  $("link").textContent = "closed";
+  $("link").classList.add("down");
+  $("post-error").textContent = error;
+}
+
+follow(`${PATH}/events`, {
+  event: (data) => handle(JSON.parse(data)),
+  open: () => { $("link").textContent = "live"; $("link").classList.remove("down"); refreshState(); },
+  down: () => { $("link").textContent = "reconnecting…"; $("link").classList.add("down"); },
+  gone,
+});
 refreshState();

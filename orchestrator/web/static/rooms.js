@@ -1,4 +1,5 @@
-// The room list: refreshed every two seconds; a new room opens its page.
+// The room list, through the API (the page itself holds no room data): refreshed every two seconds; a new
+// room opens its page.
 "use strict";
 
 function ago(ts) {
@@ -17,7 +18,7 @@ function cell(row, text, cls) {
 }
 
 async function refresh() {
-  const r = await fetch("/rooms");
+  const r = await api("/rooms");
   if (!r.ok) return;
   const rooms = await r.json();
   const body = document.querySelector("#rooms tbody");
@@ -25,7 +26,7 @@ async function refresh() {
   rooms.slice().reverse().forEach((room) => {
     const row = body.insertRow();
     const a = document.createElement("a");
-    a.href = `/rooms/${room.id}`;
+    a.href = withToken(`/rooms/${encodeURIComponent(room.id)}`);
     a.textContent = room.name;
     row.insertCell().append(a, Object.assign(document.createElement("span"),
       { className: "muted small", textContent: ` ${room.id}` }));
@@ -40,8 +41,7 @@ async function refresh() {
 document.getElementById("new-room").addEventListener("submit", async (e) => {
   e.preventDefault();
   const name = document.getElementById("room-name").value.trim();
-  const r = await fetch("/rooms", { method: "POST", headers: { "Content-Type": "application/json" },
-    body: JSON.stringify({ name }) });
+  const r = await api("/rooms", { method: "POST", json: { name } });
   const body = await r.json();
   if (!r.ok) {
     document.getElementById("new-room-error").textContent = body.error;
