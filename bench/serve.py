@@ -1,14 +1,17 @@
 """`orchestrator serve` under load: 50 rooms working at once, with and without 5 tabs watching.
 
-The bench process is the server: the same Host, feeds, Starlette app and hypercorn trio worker as
-`orchestrator serve`, built from the same set-up (`load_setup`, `room_models`), on 127.0.0.1. Each
+The bench process is the server, started as `orchestrator serve --workers 1` starts its one worker (cli/serve.py
+`_work`): `serve`'s own arguments, `load_setup`, `room_models`, `Host.open` (leased rooms and their feeds),
+`build_app` behind its guard (`Hosts.bound`) and the hypercorn trio worker, on 127.0.0.1. Each
 round creates 50 fresh rooms (a commander dispatching to two workers in parallel, each reading a
 file; scripted models that wait `--delay` s per reply) and posts `--lines` lines in every room at
 once, one after the other within a room. A line's latency runs from `room.post` to `room.idle()`.
 
 Rounds alternate without tabs and with 5 tabs, each tab on one of the rooms from before the first
 line: `--tabs sse` (default) is a separate process holding 5 SSE subscriptions that read every
-event; `--tabs browser` is 5 real chromium pages (Playwright, Debian's /usr/bin/chromium).
+event; `--tabs browser` is 5 real chromium pages (Playwright, Debian's /usr/bin/chromium). Both send the
+token as the server takes it: the SSE tabs as `Authorization: Bearer`, the pages in their address's
+`#token=` fragment (the page's script sends the header).
 
     .venv/bin/python bench/serve.py                  # 50 rooms x 5 lines, 3 rounds each way
     .venv/bin/python bench/serve.py --tabs browser   # the tabs are chromium pages
@@ -34,6 +37,10 @@ import trio
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "bench"))
+
+from orchestrator.core import startup  # noqa: E402
+
+startup.tune()  # as `orchestrator serve` does: lean imports, the collector policy of a host
 
 from engine import machine  # noqa: E402
 
@@ -94,41 +101,56 @@ def kinds_of(n: int) -> list[int]:
 
 async def one_server(args: argparse.Namespace, tabs: str, n: int) -> dict:
     """One round on a server of its own (fresh store, host and rooms), so rounds do not inherit
-    the rooms, the heap or the database of the rounds before them."""
+    the rooms, the heap or the database of the rounds before them. Assembled as cli/serve.py `_work`
+    assembles a worker (without its signal handling)."""
     from hypercorn.config import Config
     from hypercorn.trio import serve
 
     from orchestrator.cli.chat.command import load_setup
+    from orchestrator.cli.main import parser
+    from orchestrator.cli.paths import open_db
     from orchestrator.cli.serve import listen, room_models
-    from orchestrator.store.db import Store
     from orchestrator.web.app import build_app
+    from orchestrator.web.guard import Hosts
     from orchestrator.web.host import Host
 
     with tempfile.TemporaryDirectory(prefix="serve-bench-") as tmp:
         script = Path(tmp) / "bench.yaml"
         script.write_text(scenario(args.lines, args.delay))
-        setup_args = argparse.Namespace(scripted=script, team=None, model=None, workspace=Path(tmp) / "ws",
-                                        name=None, resume=None, db=Path(tmp) / "bench.db")
-        token = secrets.token_urlsafe(16)
-        sock = listen("127.0.0.1", 0)
-        base = f"http://127.0.0.1:{sock.getsockname()[1]}"
+        argv = ["serve", "--workers", "1", "--host", "127.0.0.1", "--port", "0", "--scripted", str(script),
+                "--workspace", str(Path(tmp) / "ws"), "--db", str(Path(tmp) / "bench.db")]
+        serve_args = parser(argv).parse_args(argv)  # `serve`'s own defaults (lease, own_workspace, ...)
+        token = secrets.token_urlsafe(24)
+        sock = listen(serve_args.host, serve_args.port)
+        bound, port = sock.getsockname()[:2]
+        base = f"http://127.0.0.1:{port}"
         async with AsyncExitStack() as stack:
-            store = await Store.open(setup_args.db)
+            stack.callback(sock.close)
+            hosts = Hosts.bound(serve_args.host, port, bound)
+            store = await open_db(serve_args.db)
             stack.push_async_callback(store.close)
-            setup = await load_setup(setup_args, store, stack)
+            setup = await load_setup(serve_args, store, stack)
             config = Config()
             config.bind = [f"fd://{sock.detach()}"]
             config.loglevel = "WARNING"
+            config.graceful_timeout = 1.0
             async with trio.open_nursery() as nursery:
-                host = Host(store, room_models(setup_args, setup), nursery)
-                nursery.start_soon(serve, build_app(host, token), config)
-                result = await one_round(host, base, token, tabs, args, n)
-                nursery.cancel_scope.cancel()
+                async with Host.open(store, room_models(serve_args, setup), name=f"serve-bench:{os.getpid()}",
+                                     seconds=serve_args.lease) as host:
+                    nursery.start_soon(serve, build_app(host, token, hosts), config)
+                    result = await one_round(host, base, token, tabs, args, n)
+                    nursery.cancel_scope.cancel()
     return result
 
 
 async def one_round(host, base: str, token: str, tabs: str, args: argparse.Namespace, n: int) -> dict:
-    rooms = [(await host.create(f"bench-{n}-{i}")).room for i in range(args.rooms)]
+    async with AsyncExitStack() as held:  # each room held open here for the round, as a page's request holds it
+        rooms = [(await held.enter_async_context(host.room(None, name=f"bench-{n}-{i}"))).room
+                 for i in range(args.rooms)]
+        return await lines_in(rooms, base, token, tabs, args)
+
+
+async def lines_in(rooms: list, base: str, token: str, tabs: str, args: argparse.Namespace) -> dict:
     watcher = None
     if tabs != "none":
         watched = [r.id for r in rooms[:: max(1, args.rooms // args.watch)][: args.watch]]
@@ -158,6 +180,7 @@ async def one_round(host, base: str, token: str, tabs: str, args: argparse.Names
         watcher.stdout.close()
         last = json.loads(out.strip().splitlines()[-1])
         seen, watcher_cpu = last["events"], last["cpu"]
+        assert not last.get("refused"), f"the server refused calls of the tabs: {last['refused'][:5]}"
     for room in rooms:  # every line got its full answer
         assert not room.busy and len(room.ledger.tasks) == 2 * args.lines, room.ledger.tasks
     flat = sorted(x for xs in latencies.values() for x in xs)
@@ -208,6 +231,7 @@ def watch_sse(base: str, token: str, rooms: list[str]) -> None:
     async def follow(client, room: str, ready: trio.Event) -> None:
         async with client.stream("GET", f"{base}/rooms/{room}/events", timeout=None,
                                  headers={"Authorization": f"Bearer {token}"}) as r:
+            r.raise_for_status()  # a refused stream (401, 421, 429) is a broken bench, not a quiet tab
             ready.set()
             async for line in r.aiter_lines():
                 if line.startswith("data: "):
@@ -236,10 +260,12 @@ def watch_browser(base: str, token: str, rooms: list[str]) -> None:
     with sync_playwright() as p:
         browser = p.chromium.launch(executable_path="/usr/bin/chromium", headless=True, args=["--no-sandbox"])
         context = browser.new_context(viewport={"width": 1400, "height": 900})
+        refused: list[str] = []  # any call of the pages the server refused (token, guard): a broken bench
+        context.on("response", lambda r: r.status >= 400 and refused.append(f"{r.status} {r.request.method} {r.url}"))
         pages = []
         for room in rooms:
             page = context.new_page()
-            page.goto(f"{base}/rooms/{room}?token={token}")
+            page.goto(f"{base}/rooms/{room}#token={token}")  # the fragment: never sent to the server
             page.wait_for_selector("#link:text('live')")
             pages.append(page)
         print("ready", flush=True)
@@ -247,7 +273,7 @@ def watch_browser(base: str, token: str, rooms: list[str]) -> None:
         seen = sum(page.locator("#transcript .msg").count() for page in pages)
         browser.close()
     # messages on screen; the CPU is Playwright's driver only (chromium's processes are not counted)
-    print(json.dumps({"events": seen, "cpu": time.process_time()}), flush=True)
+    print(json.dumps({"events": seen, "cpu": time.process_time(), "refused": refused}), flush=True)
 
 
 def main() -> None:
@@ -269,6 +295,9 @@ def main() -> None:
     if args.quick:
         args.rooms, args.lines, args.rounds = 10, 2, 1
     os.environ.setdefault("ORCHESTRATOR_MODEL", "")
+    from orchestrator.core.log import configure
+
+    configure()  # as the command line does: warnings and errors only (no line per room taken)
     trio.run(server_main, args)
 
 
