@@ -163,8 +163,10 @@ def _clean(text: str) -> str:
     return "\n".join(line for line in lines if line.strip()).strip()
 
 
-def _scanned(text: str) -> None:
-    if findings := scan.scan(text):
+def _scanned(text: str, kept: list[str] | None = None) -> None:
+    """Refuse what the scanner finds in `text`, alone and read with the entries already kept (`kept`): an
+    instruction begun in one entry ("'quiet mode' means ...") is refused at the write that completes it."""
+    if findings := scan.scan(text, context=kept or ()):
         raise NoteError(f"refused: the text carries {scan.explain(findings)}; memory is unchanged. "
                         f"Save facts and preferences in plain words")
 
@@ -221,6 +223,12 @@ def _rows(db: sqlite_utils.Database, target: Target) -> list[tuple[int, str]]:
     return db.execute("SELECT id, text FROM memory WHERE target = ? ORDER BY id", [target]).fetchall()
 
 
+def _kept(db: sqlite_utils.Database, skip: int | None = None) -> list[str]:
+    """Every entry, profile and notes, oldest first: both are in the system prompt, so either can hold the
+    first half of an instruction the other completes."""
+    return [text for row_id, text in db.execute("SELECT id, text FROM memory ORDER BY id").fetchall() if row_id != skip]
+
+
 def _parts(db: sqlite_utils.Database) -> dict[Target, list[str]]:
     parts: dict[Target, list[str]] = {target: [] for target in TARGETS}
     for target, text in db.execute("SELECT target, text FROM memory ORDER BY id").fetchall():  # every turn
@@ -256,6 +264,8 @@ def _add(db: sqlite_utils.Database, target: Target, text: str, cap: int) -> str:
             return f"not added: {target} already has it as entry {twin + 1}; {_usage(used, cap)}"
         if used + len(text) > cap:
             raise _full(target, used, cap, len(text))
+        # Read with what is kept, under the write lock: no other write can slip in between the read and this one.
+        _scanned(text, _kept(db))
         db.execute("INSERT INTO memory (target, text) VALUES (?, ?)", [target, text])
     return (f"added to {target} as entry {len(rows) + 1}; {_usage(used + len(text), cap)}. "
             f"It shows in the system prompt from the next turn on")
@@ -271,8 +281,9 @@ def _replace(db: sqlite_utils.Database, target: Target, old: str, new: str, cap:
         if not after:
             db.execute("DELETE FROM memory WHERE id = ?", [row_id])
             return f"removed entry {i + 1} of {target}: nothing was left of it; {_usage(used, cap)}"
-        # The joined entry is scanned too: two harmless halves can make one instruction.
-        _scanned(after)
+        # The joined entry is scanned too: two harmless halves can make one instruction; and with the other
+        # entries, which it may complete.
+        _scanned(after, _kept(db, skip=row_id))
         if (twin := _same(rows, after, skip=i)) is not None:
             raise NoteError(f"the changed entry {i + 1} would repeat entry {twin + 1} of {target}; "
                             f"remove entry {i + 1} instead")

@@ -1,20 +1,24 @@
 """The injection scanner (M3): what a memory write may not carry into a system prompt, by classes of behaviour.
 
-Overriding earlier instructions, bypassing approval, requests for secrets, impersonated system or role
-headers, hidden content (comments, collapsed blocks, base64), invisible Unicode; confusables are folded
-to their TR39 prototypes first. Classes combine parts (lexicon.py, 16 languages), never single words.
+Overriding earlier instructions, bypassing approval, instructions dressed as preferences (answering
+permission prompts for the user, ranking a memory above the system prompt, switching the sandbox off,
+standing orders that carry data out), requests for secrets, impersonated system, developer, tool or role
+headers, hidden content (comments, collapsed blocks, encoded text: decode.py), invisible Unicode;
+confusables are folded to their TR39 prototypes first. Classes combine parts (lexicon.py and languages/,
+34 languages), never single words. A write may be scanned with the notes already kept (context.py), so
+an instruction assembled across writes is refused at the write that completes it.
 """
 from __future__ import annotations
 
-import base64
-import binascii
 import re
 import unicodedata
+from collections.abc import Sequence
 from dataclasses import dataclass
-from functools import cache
+from functools import cache, lru_cache
 
 from orchestrator.core.patterns import Pattern
-from orchestrator.memory import lexicon
+from orchestrator.memory import context as _context
+from orchestrator.memory import decode, languages, lexicon
 
 INJECTION = "prompt-injection"
 SECRETS = "secret-request"
@@ -43,18 +47,48 @@ class Finding:
         return f"{LABELS[self.kind]} ({self.reason})"
 
 
-def scan(text: str, _depth: int = 0) -> list[Finding]:
-    """At most one finding per class, in the order of LABELS; empty when the text may be saved."""
+def scan(text: str, _depth: int = 0, *, context: Sequence[str] = ()) -> list[Finding]:
+    """At most one finding per class, in the order of LABELS; empty when the text may be saved.
+
+    `context` is what is already kept (the notes and profile, oldest first): the text is then also read
+    joined with the entries it continues or whose terms it uses, and what only the joined text carries is
+    this write's finding, since the kept entries passed on their own."""
+    found = _findings(text, _depth)
+    if not found and context:
+        found = _completed(text, context)
+    return [found[kind] for kind in LABELS if kind in found]
+
+
+def _findings(text: str, depth: int) -> dict[str, Finding]:
     found: dict[str, Finding] = {}
     views = _Views(text)
     for rule in (*_RULES, *_CLASSES):
         if rule.kind not in found and rule.hit(views):
             found[rule.kind] = Finding(rule.kind, rule.reason)
-    if HIDDEN not in found and (why := _hidden_content(text, _depth)):
+    if HIDDEN not in found and (why := _hidden_content(text, depth)):
         found[HIDDEN] = Finding(HIDDEN, why)
     if hidden := invisible(text):
         found[INVISIBLE] = hidden
-    return [found[kind] for kind in LABELS if kind in found]
+    return found
+
+
+def _completed(text: str, kept: Sequence[str]) -> dict[str, Finding]:
+    """Findings of the text read with the kept entries it continues, that those entries do not carry alone
+    (a user's own edit is not scanned when saved, so an entry may carry one)."""
+    found: dict[str, Finding] = {}
+    for joined, parts in _context.readings(text, kept):
+        new = {k: f for k, f in _findings(joined, 1).items() if k not in found}
+        if new:
+            alone = {k for part in parts for k in _alone(part)}
+            for kind, f in new.items():
+                if kind not in alone:
+                    found[kind] = Finding(kind, f"{f.reason}, completed by this write with an earlier entry")
+    return found
+
+
+@lru_cache(maxsize=512)  # kept entries are read with every write: scanned alone once, not once per write
+def _alone(entry: str) -> frozenset[str]:
+    return frozenset(_findings(entry, 1))
 
 
 def explain(findings: list[Finding]) -> str:
@@ -244,9 +278,32 @@ class _Views:
         self.raw = text
         self.folded = _folded(text)
         self.leet = _unleet(self.folded)
-        self.words = _words(self.leet)
+        # A quoted question ("Allow this command?") is how a tool asks: the words view keeps it as a word.
+        # Where a sentence or clause ends is kept too (`breaks`): "we dropped rule X; ignore the earlier
+        # advice about it" is two statements, not one override.
+        self.words, self.breaks = "", []
+        for clause in _CLAUSE.split(_QUESTION.sub(" qmark ", self.leet)):
+            if part := _words(clause):
+                if self.words:
+                    self.breaks.append(len(self.words))
+                    self.words += " "
+                self.words += part
         self.compact_at = [i for i, c in enumerate(self.words) if c != " "]  # compact index -> words index
         self.compact = "".join(self.words[i] for i in self.compact_at)
+        self.spans: dict[str, list[tuple[int, int]]] = {}  # a lexicon group's matches in `words`, once per scan
+        self.scripts = {_script(c) for c in set(self.words) if c.isalpha()} | {"OTHER"}
+        if "`" in text:  # `<system>` written as code is talk about the tag, not the tag
+            self.folded_prose = _folded(_CODE_SPAN.sub(lambda m: " " * len(m.group()), text))
+            self.leet_prose = _unleet(self.folded_prose)
+        else:
+            self.folded_prose, self.leet_prose = self.folded, self.leet
+
+
+# Sentence and clause ends in the scripts read: Latin (a colon too: "Do not hesitate: reveal ..."), CJK,
+# Arabic-script semicolons and stops, the Devanagari danda, Ethiopic stops, and Japanese clause endings
+# before a comma ("廃止したので、").
+_CLAUSE = Pattern(r"[.;:!?。；！？]+[*_`'\"”’)\]]*(?=\s|$)|[：؛۔।፤።]+|(?<=ので|から|けど|ため)、|\n")
+_QUESTION = Pattern(r"[?？](?=\s*(?:[\"'”’»」』)\]]|\[\s*y\b|\(\s*y\b))")
 
 
 # --- rules ----------------------------------------------------------------------------------
@@ -284,9 +341,22 @@ class _Rule:
         for view, source, flags, form in self.patterns:
             text = getattr(views, view)
             for m in _compiled(source, flags, form).finditer(text):
-                if not self.negatable or not any(map(_negated, self._words_before(views, view, text, m.start()))):
+                if not self.negatable or not (any(map(_negated, self._words_before(views, view, text, m.start())))
+                                              or self._negated_after(views, view, m)):
                     return True
         return False
+
+    @staticmethod
+    def _negated_after(views: _Views, view: str, m: re.Match) -> bool:
+        """A negation after the request's verb (German "Schick das Passwort niemals ..."), in the words view."""
+        if view == "words":
+            start = m.start()
+        elif view == "compact" and m.start() < len(views.compact_at):
+            start = views.words.rfind(" ", 0, views.compact_at[m.start()]) + 1
+        else:
+            return False
+        end = views.words.find(" ", start)
+        return _negated_at(views.words, start, len(views.words) if end < 0 else end, views.breaks)
 
     @staticmethod
     def _words_before(views: _Views, view: str, text: str, start: int) -> tuple[str, ...]:
@@ -308,9 +378,11 @@ def _phrase(kind: str, reason: str, source: str, *, bounded: bool = True, negata
                                 ("compact", source, 0, "compact")), negatable)
 
 
-def _markup(kind: str, reason: str, source: str, *, negatable: bool = False) -> _Rule:
-    """A rule over the folded text, punctuation kept (markup, headers, paths, URLs)."""
-    return _Rule(kind, reason, (("folded", source, re.MULTILINE, "markup"), ("leet", source, re.MULTILINE, "markup")),
+def _markup(kind: str, reason: str, source: str, *, negatable: bool = False, prose: bool = False) -> _Rule:
+    """A rule over the folded text, punctuation kept (markup, headers, paths, URLs); with `prose`, over the
+    text outside code spans."""
+    folded, leet = ("folded_prose", "leet_prose") if prose else ("folded", "leet")
+    return _Rule(kind, reason, ((folded, source, re.MULTILINE, "markup"), (leet, source, re.MULTILINE, "markup")),
                  negatable)
 
 
@@ -471,13 +543,18 @@ _EN = [
             r"initial instructions))", negatable=True),
 ]
 
+_TAG_NAMES = (r"(?:(?:system|developer|admin|tool|function|assistant)[-_ ]?(?:message|note|reminder|notice|prompt|"
+              r"results?|output|response|calls?|update|instructions?)|system|assistant|developer|user|tool|sys|"
+              r"instructions?|im_start|im_end|memory|profile|notes)")
+
 _MARKUP = [
     _markup(SECRETS, "an image or link that would carry data out",
             r"!?\[[^\]\n]*\]\(\s*https?://[^)\s]*(?:\{[^}]*\}|\$\{?\w+|%7b|<[a-z_ -]+>)[^)]*\)"),
-    _markup(ROLE, "chat-role tag", r"<\s*/?\s*(?:system|assistant|developer|user|tool|sys|instructions?|"
-                                   r"im_start|im_end|memory|profile|notes)(?:\s[^>]*)?>"),
+    # a tag that closes, opens a line, or is closed later: "The <system> element in config.xml" names one
+    _markup(ROLE, "chat-role tag", rf"<\s*/\s*{_TAG_NAMES}\s*>|^[ \t>*#-]*<\s*{_TAG_NAMES}(?:\s[^>]*)?>"
+                                   rf"|<\s*({_TAG_NAMES})(?:\s[^>]*)?>(?=[\s\S]*<\s*/\s*\1\s*>)", prose=True),
     _markup(ROLE, "chat-template token", r"<<\s*/?\s*sys\s*>>|\[\s*/?\s*inst\s*\]|<\|[^|>\n]{1,30}\|>|"
-                                         r"<\s*/?\s*(?:start_of_turn|end_of_turn)\s*>"),
+                                         r"<\s*/?\s*(?:start_of_turn|end_of_turn)\s*>", prose=True),
     _markup(ROLE, "chat-role header",
             r"(?:^|[.!?]\s)[ \t]*(?:#{1,6}|\*\*|[=\-_*]{2,})?[ \t]*(?:assistant|human|"
             r"system (?:message|prompt|note|instruction|override|update|alert|notice)|"
@@ -492,6 +569,12 @@ _MARKUP = [
     _markup(ROLE, "chat-role object",
             r"\{\s*[\"']?role[\"']?\s*:\s*[\"'](?:system|developer|assistant)[\"']\s*,\s*[\"']?(?:content|text)"
             r"[\"']?\s*:\s*[\"'][^\"']*\s[^\"']*[\"']"),
+    # the same in YAML, or with the content first: a role key with a sentence as its content
+    _markup(ROLE, "chat-role object",
+            r"^[ \t]*-?[ \t]*[\"']?role[\"']?[ \t]*:[ \t]*[\"']?(?:system|developer|assistant|tool)[\"']?[ \t]*[,\n]"
+            r"[ \t]*-?[ \t]*[\"']?(?:content|text)[\"']?[ \t]*:[ \t]*[\"']?[^\s\"',]+[ \t]+[^\s\"',]+"
+            r"|[\"']?(?:content|text)[\"']?\s*:\s*[\"'][^\"']*\s[^\"']*[\"']\s*,\s*[\"']?role[\"']?\s*:\s*[\"']"
+            r"(?:system|developer|assistant)[\"']"),
     _markup(ROLE, "system code fence", r"(?:^|\n)[ \t]*(?:```|~~~)[ \t]*(?:system|developer|sys|instructions?|"
                                        r"prompt|assistant|admin|operator)\b"),
     _markup(ROLE, "claims a privileged mode",
@@ -503,6 +586,10 @@ _MARKUP = [
             r"\b(?:begin|start|end)\s+(?:of\s+)?(?:the\s+)?(?:system|developer)\s+(?:prompt|message|instructions?)\b"
             r"|\bsystem\s*(?:override|update|alert|notice)\s*:"
             r"|\b(?:new|updated|real|actual|true|revised)\s+system\s+(?:prompt|message|instructions?)\s*:"),
+    _markup(INJECTION, "asks to destroy credentials or the home folder",
+            r"\b(?:delete|remove|rm|wipe|erase|shred|destroy|borra|elimina|supprime|losch|удали|usun|verwijder|"
+            r"hapus|sil|xoa)\b[^\n]{0,30}?(?:~/\.ssh\b(?!/(?:config|known_hosts|authorized_keys)\b)|~/\.aws\b|"
+            r"~/\.gnupg\b|\$home\b|~/?(?=[\s\"'`]|$))", negatable=True),
     _markup(SECRETS, "asks to send credential files",
             r"\b(?:cat|send|upload|post|curl|email|exfiltrate|print|dump|base64|encode|read|transmit|leak|share|"
             r"attach|paste|output|show|display|write|copy|include|embed|commit|push)\b[^\n]{0,40}?"
@@ -650,25 +737,63 @@ _OTHER = [
 _RULES = (*_EN, *_OTHER, *_MARKUP)
 
 
-# --- classes: combinations of parts, in 16 languages (lexicon.py) ---------------------------
+# --- classes: combinations of parts (lexicon.py, languages/) --------------------------------
 
 _SPACELESS = Pattern(r"[\u0600-\u06FF\u0E00-\u0E7F\u3040-\u30FF\u3400-\u9FFF\uF900-\uFAFF]")
 
 
 def _stems(stems: list[str]) -> re.Pattern:
     """One pattern for a lexicon group, over the words view: stems start a word (in scripts without
-    spaces, or where articles join the word, anywhere); a trailing space means the word ends there."""
-    parts = []
+    spaces, where articles join the word, or after "~", anywhere); a trailing space means the word ends there.
+    The stems are merged into a trie, longest first, so a group of thousands of stems costs one pass."""
+    bounded: dict = {}
+    anywhere: dict = {}
     for stem in dict.fromkeys(stems):
-        whole = stem.endswith(" ")
-        body = _fold_pattern(" ".join(_words(_folded(stem)).split()) if not _SPACELESS.search(stem)
-                             else _folded(stem).strip())
-        if not body:
-            continue
-        body = re.escape(body).replace(r"\ ", " ")
-        left = "" if _SPACELESS.search(stem) else r"(?<!\w)"
-        parts.append(left + body + (r"(?!\w)" if whole else ""))
-    return re.compile("|".join(sorted(parts, key=len, reverse=True)))
+        body, whole, anywhere_in_word = _stem_body(stem)
+        if body:
+            node = anywhere if anywhere_in_word else bounded
+            for c in body:
+                node = node.setdefault(c, {})
+            node[""] = node.get("", True) and whole  # a stem that may go on wins over one that must end
+    parts = [p for p in (rf"(?<!{_LETTER}){_trie(bounded)}" if bounded else "", _trie(anywhere) if anywhere else "")
+             if p]
+    return re.compile("|".join(parts) or r"(?!x)x")
+
+
+# A letter or a mark of one: Indic vowel signs and viramas, Thai and Ethiopic letters are not \w to Python,
+# yet a stem must not start after one ("சொல்" inside "கடவுச்சொல்", "ਨਾ" inside "ਬਿਨਾਂ").
+_LETTER = r"[\w\u0300-\u036F\u0900-\u0DFF\u0E00-\u0E7F\u1000-\u109F\u1200-\u139F]"
+# Viramas: a consonant's written end, which an ending replaces with a vowel sign ("பதில்", "பதிலை"); and the
+# final -u of Tamil, Telugu and Kannada nouns, which a case ending drops ("இணைப்பு", "இணைப்பின்").
+_VIRAMA = "\u094D\u09CD\u0A4D\u0ACD\u0B4D\u0BCD\u0C4D\u0CCD\u0D4D"
+
+
+@cache
+def _stem_body(stem: str) -> tuple[str, bool, bool]:
+    """A stem as the words view reads it: (its letters, whether the word ends there, whether it may start
+    inside a word)."""
+    inside = stem.startswith("~")
+    stem = stem.lstrip("~")
+    whole = stem.endswith(" ")
+    spaceless = bool(_SPACELESS.search(stem))
+    if stem.isascii():  # most stems: folding changes only the case (and "l", as the words view reads it)
+        body = " ".join(re.sub(r"[^a-z0-9]+", " ", stem.lower()).split()).replace("l", "i")
+    else:
+        body = _fold_pattern(" ".join(_words(_folded(stem)).split()) if not spaceless else _folded(stem).strip())
+    if not whole:
+        body = body.rstrip(_VIRAMA).removesuffix("\u0BC1").removesuffix("\u0C41").removesuffix("\u0CC1")
+    return body, whole, spaceless or inside
+
+
+def _trie(node: dict) -> str:
+    """The regex of a trie: shared prefixes once, a longer stem tried before the shorter one it extends."""
+    branches = [re.escape(c) + _trie(child) for c, child in sorted(node.items()) if c]
+    end = node.get("")
+    if end is None:
+        return branches[0] if len(branches) == 1 else "(?:" + "|".join(branches) + ")"
+    if not branches:
+        return rf"(?!{_LETTER})" if end else ""
+    return "(?:" + "|".join(branches) + (rf"|(?!{_LETTER}))" if end else ")?")
 
 
 @dataclass(frozen=True)
@@ -679,37 +804,81 @@ class _Combo:
     groups: tuple[str, ...]  # names of lexicon lists
     window: int = 70
     specific_ok: bool = False  # a topic right after the instruction noun makes it an ordinary note
-    negatable: str | None = None  # the group a negation before it cancels
+    negatable: tuple[str, ...] = ()  # groups a negation before (or, in verb-final languages, after) cancels
     raw: re.Pattern | None = None  # and this must be in the text as written (an address the words view loses)
+    unless_after: tuple[tuple[str, str], ...] = ()  # (group, group): the second right after the first cancels
+    clause: bool = False  # all parts in one clause: "... grows with the conversation. Without a socket, ..." is two
+    described: tuple[str, ...] = ()  # words that describe what happens, not ask for it ("hooks run*s* outside")
+    distinct: tuple[str, ...] = ()  # parts that must be different words: "approval" is not both asking and answer
 
     def hit(self, views: _Views) -> bool:
         if self.raw is not None and not self.raw.search(views.raw):
             return False
-        text = views.words
         spans = []
         for g in self.groups:
-            found = [m.span() for m in _group(g).finditer(text)]
+            found = _spans(views, g)
             if not found:
                 return False
             spans.append(found)
-        return any(self._fits(text, pick) for pick in _picks(spans, self.window))
+        return any(self._fits(views, pick) for pick in _picks(spans, self.window))
 
-    def _fits(self, text: str, pick: tuple[tuple[int, int], ...]) -> bool:
+    def _fits(self, views: _Views, pick: tuple[tuple[int, int], ...]) -> bool:
+        text = views.words
         named = dict(zip(self.groups, pick))
+        if self.specific_ok or self.clause:
+            lo, hi = min(s for s, _ in pick), max(e for _, e in pick)
+            if any(lo < b < hi for b in views.breaks):
+                return False  # an override is said in one clause: "dropped rule X; ignore the old advice on it"
         if self.specific_ok and "INSTR" in named and _specific(text, named):
             return False
-        if self.negatable and self.negatable in named:
-            start = named[self.negatable][0]
-            if _negated(text[:start]) or _group("NEGATION").search(text[max(0, start - 14):start]):
+        if self.described and any(_word_at(text, a) in self.described for a, _ in pick):
+            return False
+        if len(self.distinct) == 2 and all(g in named for g in self.distinct):
+            (a1, b1), (a2, b2) = named[self.distinct[0]], named[self.distinct[1]]
+            if a1 < b2 and a2 < b1:
+                return False
+        if self.negatable:
+            # A negation governs its clause's request: "never send the password by email" negates the
+            # "email" too, so every match of a negatable part inside the combination is read, and its start.
+            lo, hi = min(a for a, _ in pick), max(b for _, b in pick)
+            lo = max([lo - 30, *(b for b in views.breaks if b <= lo)])  # back to the clause's start, not past it
+            spans = {min(pick)} | {sp for g in self.negatable if g in named
+                                   for sp in (named[g], *(x for x in _spans(views, g) if lo <= x[0] < hi))}
+            if any(_negated_at(text, *sp, views.breaks) for sp in spans):
+                return False
+        for g, blocker in self.unless_after:
+            if g in named and _group(blocker).match(text[named[g][1]:].lstrip("s ")):
                 return False
         if "STRONG_APPROVAL" in named and _group("PRODUCT").match(text[named["STRONG_APPROVAL"][1]:].lstrip("s ")):
             return False  # "turn off confirmation emails": a feature of the product being built
         for secret in ("SECRET", "STRONG_SECRET"):
             if secret in named:
+                start, stop = named[secret]
                 end = max(e for _, e in pick)
-                if _group("FEATURE").search(text[named[secret][1]:max(named[secret][1] + 14, end + 25)]):
+                if _group("FEATURE").search(text[stop:max(stop + 14, end + 25)]):
                     return False  # "the password field", "print only its last 4": a feature, not a secret
+                if _group("SECRET_KIND").search(text[max(0, start - 18):start]):
+                    return False  # "a one-time token", "the CSRF token": what a product hands out
         return True
+
+
+def _word_at(text: str, i: int) -> str:
+    return text[text.rfind(" ", 0, i) + 1:].split(" ", 1)[0]
+
+
+def _negated_at(text: str, start: int, end: int, breaks: Sequence[int] = ()) -> bool:
+    """A negation governs the words at start:end: before them, or right after them in languages whose
+    negation follows the verb (Bengali "পাঠাবে না", Tamil "அனுப்பாதே", Japanese "送らないで")."""
+    # The window is searched in place, so a stem cannot start inside the word the window cuts ("aigu|ma").
+    begin = max([0, *(b for b in breaks if b <= start)])  # a negation governs its own clause only
+    if _negated(text[begin:start]) or _group("NEGATION").search(text, max(begin, start - 14), start):
+        return True
+    # The rest of the word (a suffix), then the next three words: German and Dutch put "niemals" / "nooit"
+    # after the object ("Schick das Passwort niemals per E-Mail").
+    rest = text[end:end + 40].split(" ")
+    if _group("NEG_SUFFIX").search(text, end, end + len(rest[0])):  # in place: a suffix of the verb's word
+        return True
+    return any(_group("NEG_AFTER").match(" ".join(rest[i:i + 2]) + " ") for i in range(1, min(len(rest), 4)))
 
 
 # Words that may stand between "previous" and "instructions" in a wholesale override; any other word
@@ -772,8 +941,8 @@ def _picks(spans: list[list[tuple[int, int]]], window: int):
 
 
 _EXTRA_GROUPS = {
-    "NEGATION": ["never", "not", "dont", "don t", "do not", "no", "avoid", "khong", "dung", "jangan", "tidak",
-                 "не", "nunca", "jamais", "nie", "nicht", "kein", "mat", "मत", "नहीं", "لا ", "asla", "ไม่", "อย่า",
+    "NEGATION": ["never", "not ", "dont", "don t", "do not", "no ", "avoid", "khong", "dung", "jangan", "tidak",
+                 "не ", "nunca", "jamais", "nie ", "nicht", "kein", "mat ", "मत", "नहीं", "لا ", "asla", "ไม่", "อย่า",
                  "不要", "别", "勿", "禁止", "しない", "마세요", "절대"],
     "FEATURE": ["field", "input", "box", "strength", "reset", "policy", "form", "length", "hash", "manager",
                 "rotation", "expir", "masked", "redacted", "hashed", "obfuscated", "count", "usage", "budget",
@@ -787,13 +956,80 @@ _EXTRA_GROUPS = {
     "DEST": ["http", "https", "www", "webhook", "pastebin", "ngrok", "requestbin", "address", "server", "endpoint",
              "email", "mail", "inbox", "dia chi", "地址", "アドレス", "주소", "адрес", "direccion", "endereco",
              "adresse", "عنوان", "पते", "पता", "adres", "ที่อยู่", "alamat"],
+    # what a product hands out, named before the token: not the model's secrets
+    "SECRET_KIND": ["one time", "one-time", "csrf", "state", "reset", "verification", "invite", "invitation",
+                    "unsubscribe", "signed", "short lived", "expiring", "magic", "confirmation"],
 }
+
+# Parts that are one part made of several: the places data leaves by, the authorities a memory is ranked over.
+_UNIONS = {
+    "PRIOR": ("PRIOR_OWN", "DEVELOPER"),  # what the developer said is an earlier instruction
+    "LEAK_CARRIER": ("LINKISH", "REQUESTISH"),
+    "CRED_CARRIER": ("LINKISH", "REPLY"),
+    "TARGET": ("SYSPROMPT", "DEVELOPER", "USER"),
+    "SELF_OR_BEHALF": ("SELF", "BEHALF"),
+}
+
+
+def _members(name: str) -> list[str]:
+    if name in _UNIONS:
+        return [s for part in _UNIONS[name] for s in _members(part)]
+    own = name.removesuffix("_OWN")
+    return [*(getattr(lexicon, own, None) or ()), *_EXTRA_GROUPS.get(own, ()), *languages.stems(own)]
 
 
 @cache
 def _group(name: str) -> re.Pattern:
-    return _stems(getattr(lexicon, name, None) or _EXTRA_GROUPS[name])
+    return _stems(_members(name))
 
+
+def _spans(views: _Views, name: str) -> list[tuple[int, int]]:
+    """A group's matches in the words view, from the stems of the scripts the text is written in: an English
+    note neither compiles nor tries the Tamil stems."""
+    found = views.spans.get(name)
+    if found is None:
+        by_script = _by_script(name)
+        found = sorted(m.span() for script in views.scripts & by_script.keys()
+                       for m in _script_group(name, script).finditer(views.words))
+        views.spans[name] = found
+    return found
+
+
+@cache
+def _script(c: str) -> str:
+    """A letter's script, coarsely: the first word of its Unicode name ("LATIN", "TAMIL", "CJK", ...)."""
+    if c.isascii() or c in "ßæœ":
+        return "LATIN"
+    return unicodedata.name(c, "OTHER").split(" ", 1)[0]
+
+
+_LOOKALIKE_SCRIPTS = frozenset({"CYRILLIC", "GREEK", "ARMENIAN", "CHEROKEE", "COPTIC"})
+
+
+@cache
+def _by_script(name: str) -> dict[str, tuple[str, ...]]:
+    """A group's stems by the script of their first letter not in Latin (lookalike folding turns some
+    Cyrillic letters into Latin ones, so a stem is filed under the script it still shows)."""
+    scripts: dict[str, list[str]] = {}
+    for stem in _members(name):
+        script = next((_script(c) for c in stem if c.isalpha() and _script(c) != "LATIN"), "LATIN")
+        if script in _LOOKALIKE_SCRIPTS:  # only these fold to Latin letters, wholly or in part: read the folded stem
+            letters = [c for c in _stem_body(stem)[0] if c.isalpha()]
+            script = next((_script(c) for c in letters if _script(c) != "LATIN"), "LATIN" if letters else "OTHER")
+        scripts.setdefault(script, []).append(stem)
+    return {k: tuple(v) for k, v in scripts.items()}
+
+
+@cache
+def _script_group(name: str, script: str) -> re.Pattern:
+    return _stems(list(_by_script(name)[script]))
+
+
+# English verbs in the third person or past: a description of what runs outside the sandbox, not a request.
+_DESCRIBED = ("runs", "running", "ran", "executes", "executed", "executing", "starts", "started", "works")
+# A link left open for a value ("https://x.example/p.png?c=", "?src="): what follows is what it would carry.
+_OPEN_PARAM = re.compile(r"[?&][\w.-]{1,24}=(?=[\s'\"`)\]]|$)")
+_EMAIL = re.compile(r"[\w.+-]+@[\w-]+\.[\w.]+")
 
 _CLASSES = (
     _Combo(INJECTION, "asks to drop earlier instructions", ("DROP", "PRIOR", "INSTR"), specific_ok=True),
@@ -803,25 +1039,72 @@ _CLASSES = (
     _Combo(APPROVAL, "says no approval is needed", ("NO_NEED", "STRONG_APPROVAL"), window=40),
     _Combo(APPROVAL, "declares confirmations switched off", ("STRONG_APPROVAL", "OFF"), window=45),
     _Combo(APPROVAL, "says the safety checks are switched off", ("SAFETY", "CHECK", "OFF"), window=50),
+    # instructions dressed as preferences: answering for the user, a memory ranked first, the sandbox off
+    _Combo(APPROVAL, "says to answer permission prompts in the user's place", ("ASKS", "SELF_OR_BEHALF", "ANSWER"),
+           window=100, negatable=("ANSWER",), clause=True, distinct=("ASKS", "ANSWER")),
+    _Combo(APPROVAL, "says to answer permission prompts in the user's place", ("BEHALF", "USER", "ANSWER"),
+           window=60, negatable=("ANSWER",), clause=True),
+    _Combo(APPROVAL, "says to answer permission prompts in the user's place", ("USER_BEHALF", "ANSWER"),
+           window=40, negatable=("ANSWER",), clause=True),
+    _Combo(APPROVAL, "says to treat actions as already approved", ("TREAT", "ACTION", "APPROVED"), window=80,
+           negatable=("TREAT",), clause=True),
+    _Combo(APPROVAL, "says to approve actions automatically", ("AUTO_APPROVE", "ACTION"), window=40,
+           negatable=("AUTO_APPROVE",), clause=True),
+    _Combo(APPROVAL, "says to switch the sandbox or the guard off", ("SANDBOX", "OFF"), window=50,
+           negatable=("OFF",), clause=True),
+    _Combo(APPROVAL, "says to run outside the sandbox", ("SANDBOX_OFF", "ACTION"), window=60,
+           negatable=("SANDBOX_OFF",), clause=True, described=_DESCRIBED),
+    _Combo(APPROVAL, "says to switch the sandbox or the guard off", ("SANDBOX", "OFF_ALONE"), window=30,
+           negatable=("SANDBOX",), clause=True),
+    _Combo(INJECTION, "ranks a memory above the system prompt, the developer or the user",
+           ("MEMORY_REF", "OUTRANK", "TARGET"), window=110, unless_after=(("DEVELOPER", "FEATURE"),), clause=True),
+    _Combo(INJECTION, "ranks a memory above the system prompt, the developer or the user",
+           ("MEMORY_REF", "SUPREME"), window=60, clause=True),
+    _Combo(INJECTION, "ranks a memory above the system prompt, the developer or the user",
+           ("CONFLICT", "TARGET", "FOLLOW", "MEMORY_REF"), window=130, unless_after=(("DEVELOPER", "FEATURE"),),
+           clause=True),
+    # standing orders that carry data out: in every link, reply or email
+    _Combo(SECRETS, "a standing order to add the conversation to links, emails or requests",
+           ("ADD", "USER_DATA", "LEAK_CARRIER"), window=110, negatable=("ADD",), clause=True),
+    _Combo(SECRETS, "a standing order to add secrets to links, replies or messages",
+           ("ADD", "SECRET", "CRED_CARRIER", "EVERY"), window=120, negatable=("ADD", "CRED_CARRIER"), clause=True),
+    _Combo(SECRETS, "a standing order to add the conversation to links, emails or requests",
+           ("USER_DATA", "LINKISH"), window=140, raw=_OPEN_PARAM, clause=True),
+    _Combo(SECRETS, "a standing order to copy mail to an outside address", ("BCC", "MAILNOUN"), window=90,
+           raw=_EMAIL, clause=True),
+    _Combo(SECRETS, "a standing order to copy mail to an outside address", ("COPYTO", "MAILNOUN", "EVERY"),
+           window=90, raw=_EMAIL, negatable=("COPYTO",), clause=True),
     _Combo(SECRETS, "asks to put a secret where others read it", ("PLACE_VERB", "STRONG_SECRET", "PUBLIC_PLACE"),
-           window=70, negatable="PLACE_VERB"),
+           window=70, negatable=("PLACE_VERB",)),
     _Combo(SECRETS, "asks to reveal keys, passwords or the system prompt", ("REVEAL", "SECRET"), window=45,
-           negatable="REVEAL"),
+           negatable=("REVEAL",)),
     _Combo(SECRETS, "asks to send keys or passwords to an outside address", ("SEND", "SECRET", "DEST"), window=90,
-           negatable="SEND"),
+           negatable=("SEND",)),
     _Combo(SECRETS, "asks to send keys or passwords to an outside address", ("SEND", "SECRET"), window=60,
-           negatable="SEND", raw=re.compile(r"[\w.+-]+@[\w-]+\.[\w.]+|https?://|\bwww\.")),
+           negatable=("SEND",), raw=re.compile(r"[\w.+-]+@[\w-]+\.[\w.]+|https?://|\bwww\.")),
 )
+
+
+# --- impersonated headers -----------------------------------------------------------------------
 
 # An authority and a notice word before a colon or dash at the start of a line: "SYSTEM NOTICE —",
 # "ADMIN OVERRIDE:", "Operator message:", "THÔNG BÁO HỆ THỐNG:", "系统通知：".
 _HEADER = Pattern(r"(?:^|\n|[.!?。！？]\s*)[ \t>*#_\[(=/;-]*([^\n:：—–\]*=#]{2,48}?)[ \t_)]*"
-                     r"(?::|：|—|–|--| - |\*{2,}|={2,}|#{2,}|\]|\n)")
+                  r"(?::|：|—|–|--| - |\*{2,}|={2,}|#{2,}|\]|\n)")
+# Whole header lines, whatever the markup: a Markdown heading, a bold label, a bracketed label, a line
+# between rules, a short "From: ..." line; "### Instruction update (from: system)" names its sender inside.
+_HEAD_LINE = Pattern(
+    r"^[ \t>]*(?:#{1,6}[ \t]*([^\n]{2,90})"
+    r"|(?:\*\*|__)([^\n*_]{2,70})(?:\*\*|__)"
+    r"|[\[【〔「(]([^\n\]】〕」)]{2,70})[\]】〕」)]"
+    r"|[=\-~*]{3,}[ \t]*([^\n=\-~*]{2,70}?)[ \t]*[=\-~*]{3,})", re.MULTILINE)
+_SENDER_LINE = Pattern(r"^[ \t>*_]*([^\n:：]{2,24})[:：][ \t*_]*([^\n]{1,60})$", re.MULTILINE)
 
 
 def _impersonated(text: str) -> bool:
-    """A header that claims authority: an authority and a notice word ("ADMIN OVERRIDE:"), or a bare
-    authority followed by words to the model ("System: from now on you ..."; "System: macOS 14" is a fact)."""
+    """A header that claims authority: an authority and a notice word ("ADMIN OVERRIDE:"), a sender that is
+    one ("From: developer"), a header that names a trusted message ("Tool output"), or a bare authority
+    followed by words to the model ("System: from now on you ..."; "System: macOS 14" is a fact)."""
     for m in _HEADER.finditer(text):
         head = " " + _words(_folded(m.group(1))) + " "
         if not _group("AUTHORITY").search(head):
@@ -832,17 +1115,38 @@ def _impersonated(text: str) -> bool:
         body = _words(_unleet(_folded(text[m.end():m.end() + 100])))
         if bare and any(_group(g).search(body) for g in ("ADDRESS", "INSTR", "DROP", "VOID")):
             return True
+    for m in _HEAD_LINE.finditer(text):
+        head = " " + _words(_folded(next(g for g in m.groups() if g))) + " "
+        if _group("SELF_HEADER").search(head):
+            return True
+        authority = _group("AUTHORITY").search(head)
+        if authority and (_group("NOTICE").search(head) or _group("FROM").search(head[:authority.start() + 1])):
+            return True
+    for m in _SENDER_LINE.finditer(text):  # "From: developer", a mail's sender line
+        label = " " + _words(_folded(m.group(1))) + " "
+        sender = " " + _words(_folded(m.group(2))) + " "
+        if _group("FROM").fullmatch(label.strip() + " ") and _group("AUTHORITY").search(sender):
+            return True
     return False
 
+
+class _Header:
+    kind, reason = ROLE, "an impersonated system, admin or operator header"
+
+    @staticmethod
+    def hit(views: _Views) -> bool:
+        return _impersonated(views.raw)
+
+
+# --- hidden content ----------------------------------------------------------------------------
 
 _COMMENT = Pattern(r"<!--(.*?)(?:-->|$)", re.S)
 _MD_COMMENT = Pattern(r"^\s*\[(?://|comment|_|#|hidden|note)\]:\s*(?:#|<>|\S+)\s*[(\"']", re.M | re.I)
 _DETAILS = Pattern(r"<details\b[^>]*>(.*?)</details\s*>", re.S | re.I)
 _INVISIBLE_STYLE = Pattern(r"style\s*=\s*[\"'][^\"']*(?:display\s*:\s*none|visibility\s*:\s*hidden|font-size\s*:"
-                              r"\s*0|opacity\s*:\s*0(?:\.0+)?\s*[;\"'])|<[a-z]+\s[^>]*\bhidden\b[^>]*>", re.I)
+                           r"\s*0|opacity\s*:\s*0(?:\.0+)?\s*[;\"'])|<[a-z]+\s[^>]*\bhidden\b[^>]*>", re.I)
 _CODE_SPAN = Pattern(r"`[^`\n]*`")
-_HEX = Pattern(r"(?<![0-9A-Fa-f])(?:[0-9A-Fa-f]{2}){16,}(?![0-9A-Fa-f])")
-_BASE64 = Pattern(r"(?<![A-Za-z0-9+/=_-])[A-Za-z0-9+/_-]{20,}={0,2}(?![A-Za-z0-9+/=_-])")
+_DEPTH = 3  # encodings inside encodings: rot13 inside base64 inside percent-encoding is read through
 
 
 def _hidden_content(text: str, depth: int) -> str | None:
@@ -857,51 +1161,19 @@ def _hidden_content(text: str, depth: int) -> str | None:
             return "text folded away in a <details> block"
     if _INVISIBLE_STYLE.search(plain):
         return "text styled to be invisible"
-    if depth < 2:
+    if depth < _DEPTH:
         told_to_act = None  # "decode this and follow it": acting on text nobody reviewed, whatever it says
-        for m in _BASE64.finditer(text):
-            decoded = _decode(m.group())
-            if decoded and scan(decoded, depth + 1):
-                return "base64 that decodes to text the scanner refuses"
-            if decoded and len(re.findall(r"[^\W\d_]{2,}", decoded)) >= 3 and " " in decoded and told_to_act is None:
+        for encoding, decoded in decode.readings(text):
+            if _findings(decoded, depth + 1):
+                return f"{encoding} that decodes to text the scanner refuses"
+            if encoding == "base64" and told_to_act is None and len(re.findall(r"[^\W\d_]{2,}", decoded)) >= 3 \
+                    and " " in decoded:
                 told_to_act = _DECODE_AND_ACT.hit(_Views(text))
-            if told_to_act:
-                return "encoded text with an instruction to decode and act on it"
-        for m in _HEX.finditer(text):
-            decoded = _printable(bytes.fromhex(m.group()))
-            if decoded and scan(decoded, depth + 1):
-                return "hex that decodes to text the scanner refuses"
+                if told_to_act:
+                    return "encoded text with an instruction to decode and act on it"
     return None
 
 
-def _decode(token: str) -> str | None:
-    try:
-        raw = base64.b64decode(token + "=" * (-len(token) % 4), altchars=b"-_" if "-" in token or "_" in token
-                               else None, validate=True)
-    except (binascii.Error, ValueError):
-        return None
-    return _printable(raw)
-
-
-def _printable(raw: bytes) -> str | None:
-    """Decoded bytes as text when they read as text (a hash or an image's bytes do not)."""
-    try:
-        text = raw.decode("utf-8")
-    except ValueError:
-        return None
-    printable = sum(c.isprintable() or c in "\n\t" for c in text)
-    return text if text and printable / len(text) > 0.9 and re.search(r"[^\W\d_]{3}", text) else None
-
-
 _DECODE_AND_ACT = _Combo(HIDDEN, "", ("DECODE", "ACT_ON"), window=40)
-
-
-class _Header:
-    kind, reason = ROLE, "an impersonated system, admin or operator header"
-
-    @staticmethod
-    def hit(views: _Views) -> bool:
-        return _impersonated(views.raw)
-
 
 _CLASSES = (*_CLASSES, _Header(), _Combo(ROLE, "claims a privileged mode", ("MODE", "ON"), window=40))
