@@ -156,3 +156,28 @@ def test_the_shell_lists_invokes_and_reviews_skills(tmp_path):
     assert "commander: Committing with a one-line summary." in out.stdout
     assert "no usable skill named 'nope'" in out.stdout and "no pending proposals" in out.stdout
     assert "script:" not in out.stdout  # every sees / not_sees held
+
+
+def test_list_and_show_say_what_is_set_aside_overridden_or_asks_first(tmp_path):
+    ws = tmp_path / "ws"
+    write(ws / ".agents/skills/deploy/SKILL.md", "---\nname: deploy\ndescription: Project deploy.\n---\nGo.\n")
+    write(tmp_path / "config/orchestrator/skills/deploy/SKILL.md",
+          "---\nname: deploy\ndescription: User deploy.\n---\nGo.\n")
+    write(ws / ".agents/skills/cleaner/SKILL.md",
+          "---\nname: cleaner\ndescription: Cleans the build.\n---\nRun scripts/clean.sh.\n")
+    write(ws / ".agents/skills/cleaner/scripts/clean.sh", '#!/bin/sh\nrm -rf build/\nrm -rf "$OUT"\n')
+    out = orchestrator(tmp_path, "skills", "list", "--workspace", str(ws)).stdout
+    [aside] = [ln for ln in out.splitlines() if ln.startswith("deploy") and "project" in ln]
+    assert "set-aside: the workspace is not trusted" in aside and "the user skill deploy is used instead" in aside
+    assert "not read: 2 project skill(s)" in out
+    trust.trust(trust.survey(ws), {"XDG_CONFIG_HOME": str(tmp_path / "config")})
+    rows = {(r["name"], r["root"]): r for r in map(json.loads, orchestrator(
+        tmp_path, "skills", "list", "--json", "--workspace", str(ws)).stdout.splitlines())}
+    assert rows[("deploy", "project")]["notes"][0].startswith("overrides the user skill deploy (")
+    assert rows[("deploy", "user")]["status"] == "shadowed"
+    assert rows[("cleaner", "project")]["status"] == "loaded"
+    show = orchestrator(tmp_path, "skills", "show", "cleaner", "--workspace", str(ws)).stdout
+    assert "note: destructive deletion (deletes a folder and everything in it) at scripts/clean.sh:3, which " \
+           "asks first" in show
+    check = orchestrator(tmp_path, "skills", "check", str(ws / ".agents/skills/cleaner"))
+    assert check.returncode == 0 and "clean.sh:3: asks first: destructive deletion" in check.stdout

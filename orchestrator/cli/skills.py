@@ -52,7 +52,7 @@ async def cmd_list(args) -> int:
     if args.json:
         for e in lib.entries:
             row = {"name": e.name, "root": e.root, "tier": e.tier, "status": e.status, "reason": e.reason,
-                   "folder": e.folder, "description": e.skill.description if e.skill else ""}
+                   "notes": e.notes, "folder": e.folder, "description": e.skill.description if e.skill else ""}
             print(msgspec.json.encode(row).decode())
         return 0
     if not lib.entries:
@@ -67,30 +67,18 @@ async def cmd_list(args) -> int:
             line += " (user-invoked only)"
         print(line)
     loaded = sum(e.status == "loaded" for e in lib.entries)
-    print(f"{loaded} loaded, {len(lib.entries) - loaded} shadowed, blocked or invalid")
-    if ignored := await trio.to_thread.run_sync(_untrusted_project, _workspace(args)):
-        print(ignored)
+    print(f"{loaded} loaded, {len(lib.entries) - loaded} shadowed, blocked, invalid or set aside")
+    if aside := [e for e in lib.entries if e.status == "set-aside"]:
+        from orchestrator.room.skills import untrusted
+
+        names = ", ".join(e.name for e in aside[:5]) + (", ..." if len(aside) > 5 else "")
+        why = await trio.to_thread.run_sync(untrusted, _workspace(args))
+        print(f"not read: {len(aside)} project skill(s) in {_workspace(args)} ({names}): {why}")
     return 0
 
 
-def _untrusted_project(workspace: Path) -> str | None:
-    """The line saying the workspace's own skills are not read, when it has some and is not trusted."""
-    from orchestrator.room.skills import default_roots
-    from orchestrator.skills.library import discover
-    from orchestrator.team.trust import workspace_trusted
-
-    if workspace_trusted(workspace):
-        return None
-    project = [e for e in discover(default_roots(workspace, project=True)).entries if e.root == "project"]
-    if not project:
-        return None
-    return (f"not read: {len(project)} project skill(s) in {workspace} ({', '.join(e.name for e in project[:5])}"
-            f"{', ...' if len(project) > 5 else ''}): the folder is not trusted; `orchestrator chat --trust` in it "
-            f"trusts it")
-
-
 async def cmd_show(args) -> int:
-    from orchestrator.skills.skill import bundled_files
+    from orchestrator.skills.bundle import bundled_files
 
     lib = await _library(args)
     skill = lib.get(args.name)
@@ -101,6 +89,8 @@ async def cmd_show(args) -> int:
         print(f"{entry.name}: {entry.status} ({entry.folder}): {entry.reason}")
         return 1
     print(f"{skill.name}  [{lib.roots[skill.name]}, {lib.tiers[skill.name]}]  {skill.folder}")
+    for note in lib.entry(skill.name).notes:  # what it overrides, and what its commands would ask first
+        print(f"note: {note}")
     print(f"description: {skill.description}")
     for label, value in (("license", skill.license), ("compatibility", skill.compatibility)):
         if value:
@@ -145,7 +135,7 @@ async def cmd_check(args) -> int:
         bad += bool(failing)
         print(f"{'FAIL' if failing else 'OK  '}  {folder}")
         for p in problems:
-            if p.failing or args.notes:
+            if p.failing or p.severity == "asks" or args.notes:
                 print(f"      {p}")
     print(f"{len(folders) - bad} valid, {bad} with problems")
     return 1 if bad else 0

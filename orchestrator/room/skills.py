@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import os
 import time
+from functools import partial
 from pathlib import Path
 from typing import Callable
 
@@ -26,7 +27,7 @@ from orchestrator.skills.catalog import Listed, catalog
 from orchestrator.skills.library import Library, Root, parse_config, roots
 from orchestrator.skills.skill import Skill
 from orchestrator.team.schema import AgentDef, Team
-from orchestrator.team.trust import workspace_trusted
+from orchestrator.team.trust import changes, survey
 from orchestrator.tools.base import Registry
 from orchestrator.tools.session import ToolSession
 
@@ -39,13 +40,29 @@ def shipped() -> Path:
 
 def default_roots(workspace: Path, *, project: bool | None = None) -> list[Root]:
     """The roots a room in `workspace` reads: those config.toml's [skills] sets (or the default order),
-    with the package's own skills. The workspace's own .agents/skills roots only when `project` says so,
-    by default when the user trusts the folder as it stands (team/trust.py): whoever wrote it wrote them."""
+    with the package's own skills. The workspace's own .agents/skills roots: read when `project` is True,
+    left out when False, and by default gated by the user's trust in the folder as it stands, asked each
+    time they are read (team/trust.py): whoever wrote the folder wrote them, and a skill an agent wrote
+    there since makes them wait for the user again, even in a room opened before."""
     config = parse_config(load_config().skills, str(config_path(os.environ)))
     found = roots(workspace, config, shipped=shipped())
-    if project is None:
-        project = workspace_trusted(workspace)
-    return found if project else [r for r in found if r.label != "project"]
+    if project is False:
+        return [r for r in found if r.label != "project"]
+    if project is True:
+        return found
+    gate = partial(untrusted, workspace)
+    return [Root(r.label, r.path, r.tier, gate) if r.label == "project" else r for r in found]
+
+
+def untrusted(workspace: Path) -> str:
+    """Why the project skills of `workspace` are set aside now, "" when the user trusts it as it stands."""
+    changed = changes(survey(workspace))
+    if changed is None:
+        return ""
+    if not changed:
+        return "the workspace is not trusted; `orchestrator chat --trust` in it trusts it"
+    shown = ", ".join(changed[:3]) + (f" and {len(changed) - 3} more" if len(changed) > 3 else "")
+    return f"the workspace is not trusted as it stands: {shown} since you trusted it; `orchestrator chat` asks again"
 
 
 def wanted(spec: AgentDef, team: Team) -> list[str] | str:
@@ -81,11 +98,17 @@ class RoomSkills:
         self.granted: dict[str, set[str]] = {}  # member -> every skill the user invoked for it in this room
 
     def blocked(self) -> str:
-        """A note for the user on skills the members would have had but the scanner blocked ("" if none)."""
-        if not any(wanted(spec, self.team) == "all" for spec in (self.team.commander, *self.team.agents)):
-            return ""
-        found = [e for e in self.library.entries if e.status == "blocked"]
-        return "\n".join(f"Skill {e.name} ({e.folder}) is blocked and was not loaded: {e.reason}." for e in found)
+        """A note for the user on skills the members would have had but a check blocked, and on the ones
+        they have that override another of the same name ("" if none)."""
+        specs = (self.team.commander, *self.team.agents)
+        every = any(wanted(spec, self.team) == "all" for spec in specs)
+        named = {n for spec in specs if isinstance(names := wanted(spec, self.team), list) for n in names}
+        lines = [f"Skill {e.name} ({e.folder}) is blocked and was not loaded: {e.reason}."
+                 for e in self.library.entries if e.status == "blocked" and every]
+        lines += [f"Skill {e.name} ({e.root}) {note}." for e in self.library.entries
+                  if e.status == "loaded" and (every or e.name in named)
+                  for note in e.notes if note.startswith("overrides ")]
+        return "\n".join(lines)
 
     def usable(self, spec: AgentDef, commander: bool) -> dict[str, Skill]:
         names = wanted(spec, self.team)

@@ -12,7 +12,8 @@ import msgspec
 import trio
 
 from orchestrator.core.prompts import render
-from orchestrator.skills.skill import Skill, bundled_files
+from orchestrator.skills.bundle import bundled_files
+from orchestrator.skills.skill import Skill
 from orchestrator.tools.base import Registry, Tool, ToolContext, ToolError
 from orchestrator.tools.builtin import BUILTIN
 from orchestrator.tools.sandbox import shown

@@ -1,14 +1,16 @@
 """Where skills come from (X1): the roots in priority order, their trust tier, and the library they make.
 
-A name found under two roots resolves to the higher root; the other copy stays listed as shadowed, and a
-skill the scanner flags stays listed as blocked: `skills list` shows all of them, a model only the loaded.
+A name found under two roots resolves to the higher root, which is listed as overriding the other; the
+other copy stays listed as shadowed, a skill a check refuses as blocked, and the skills of a root whose
+gate says no (a workspace the user does not trust) as set aside, unread, shadowing nothing: `skills list`
+shows all of them, a model only the loaded.
 """
 from __future__ import annotations
 
 import os
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Literal, Mapping
+from typing import Any, Callable, Literal, Mapping
 
 import msgspec
 
@@ -19,7 +21,7 @@ from orchestrator.skills.skill import Problem, Skill, read_skill, skill_file
 log = logger(__name__)
 
 Tier = Literal["trusted", "untrusted"]
-Status = Literal["loaded", "shadowed", "blocked", "invalid"]
+Status = Literal["loaded", "shadowed", "blocked", "invalid", "set-aside"]
 
 DEFAULT_ORDER = ("project", "user", "home", "shipped")
 # Other tools' folders: read only when named in the config's `roots`, and always as the untrusted tier.
@@ -32,6 +34,9 @@ class Root:
     label: str  # project, user, home, shipped, claude, codex, or "custom"
     path: Path
     tier: Tier = "trusted"
+    # Asked each time the root is read: why its skills are set aside now ("" when they may load). A
+    # project's roots are gated by the user's trust in the workspace as it stands (room/skills.py).
+    gate: Callable[[], str] | None = None
 
 
 class SkillsConfig(msgspec.Struct, forbid_unknown_fields=True, kw_only=True):
@@ -105,8 +110,13 @@ class Entry(msgspec.Struct, kw_only=True):
     root: str
     tier: Tier
     status: Status
-    reason: str = ""  # why it is shadowed, blocked or invalid
+    reason: str = ""  # why it is shadowed, blocked, invalid or set aside; for a loaded one, its notes
+    notes: list[str] = []  # what the user should know of a loaded skill: what it overrides, what asks first
     skill: Skill | None = None
+
+    def note(self, text: str) -> None:
+        self.notes.append(text)
+        self.reason = "; ".join(self.notes)
 
 
 @dataclass
@@ -122,7 +132,9 @@ class Library:
         return self.skills.get(name)
 
     def entry(self, name: str) -> Entry | None:
-        return next((e for e in self.entries if e.name == name and e.status != "shadowed"), None)
+        """The loaded copy of `name`, else the one that says why there is none."""
+        found = [e for e in self.entries if e.name == name and e.status != "shadowed"]
+        return next((e for e in found if e.status == "loaded"), found[0] if found else None)
 
     def trusted(self, name: str) -> bool:
         return self.tiers.get(name) == "trusted"
@@ -143,13 +155,22 @@ def discover(search: list[Root]) -> Library:
     """Read every skill folder under `search` (blocking: call it through a thread from trio code)."""
     lib = Library()
     taken: dict[str, Entry] = {}
+    gates: dict[int, str] = {}  # a workspace's roots share one gate: asked once per reading
+    set_aside: list[Entry] = []
     for root in search:
         try:
             children = sorted(p for p in root.path.iterdir() if not p.name.startswith("."))
         except OSError:
             continue  # a root that does not exist is simply empty
+        held = "" if root.gate is None else gates.setdefault(id(root.gate), root.gate())
         for folder in children:
             if not folder.is_dir() or skill_file(folder) is None:
+                continue
+            if held:  # not read at all: whoever wrote the folder wrote them, and the user has not said yes
+                entry = Entry(name=folder.name, folder=str(folder), root=root.label, tier=root.tier,
+                              status="set-aside", reason=held)
+                set_aside.append(entry)
+                lib.entries.append(entry)
                 continue
             skill, problems = read_skill(folder, within=_writable(root))
             entry = _entry(folder, root, skill, problems)
@@ -158,6 +179,7 @@ def discover(search: list[Root]) -> Library:
                 continue
             if (winner := taken.get(entry.name)) is not None:
                 entry.status, entry.reason = "shadowed", f"shadowed by {winner.folder} ({winner.root})"
+                winner.note(f"overrides the {entry.root} skill {entry.name} ({entry.folder})")
                 log.info("skill shadowed", skill=entry.name, kept=winner.folder, shadowed=entry.folder)
                 lib.entries.append(entry)
                 continue
@@ -170,6 +192,9 @@ def discover(search: list[Root]) -> Library:
             lib.skills[skill.name] = skill
             lib.tiers[skill.name] = root.tier
             lib.roots[skill.name] = root.label
+    for entry in set_aside:
+        if entry.name in lib.skills:
+            entry.reason += f"; the {lib.roots[entry.name]} skill {entry.name} is used instead"
     return lib
 
 
@@ -185,8 +210,13 @@ def _entry(folder: Path, root: Root, skill: Skill | None, problems: list[Problem
         first = next(p for p in problems if p.severity == "error")
         return Entry(name=folder.name, status="invalid", reason=f"{first.file.name}:{first.line}: {first.message}",
                      **base)
+    folder = Path(skill.folder)
     blocked = [p for p in problems if p.severity == "blocked"]
     if blocked:
-        why = "; ".join(p.message.removesuffix("; the skill is not loaded") for p in blocked)
+        why = "; ".join(f"{p.message} at {p.where(folder)}" for p in blocked)
         return Entry(name=skill.name, status="blocked", reason=why, **base)
-    return Entry(name=skill.name, status="loaded", skill=skill, **base)
+    entry = Entry(name=skill.name, status="loaded", skill=skill, **base)
+    for p in problems:
+        if p.severity == "asks":
+            entry.note(f"{p.message} at {p.where(folder)}, which asks first")
+    return entry

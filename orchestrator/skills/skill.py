@@ -1,25 +1,24 @@
 """One skill folder in the open SKILL.md format (agentskills.io): reading it, and every way it can be wrong.
 
 `read_skill` parses leniently, as the specification's integration guide advises, and reports each problem
-with file:line; the injection scanner (M3) reads every skill text before anything may show it to a model.
+with file:line; the injection scanner (M3) reads SKILL.md and every file it bundles (bundle.py) before
+anything may show them to a model, and the risk classifier the commands they would run.
 """
 from __future__ import annotations
 
 import os
 import re
-import stat
 import unicodedata
-from dataclasses import dataclass
 from functools import partial
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Callable, Literal
+from typing import TYPE_CHECKING, Any
 
 import msgspec
 
-from orchestrator.memory import scan
-from orchestrator.skills import passed
+from orchestrator.skills import bundle
+from orchestrator.skills.problems import Problem, Severity
 from orchestrator.tools.base import ToolError
-from orchestrator.tools.sandbox import confined, read_own
+from orchestrator.tools.sandbox import confined, open_own, still_single
 from orchestrator.tools.session import ToolSession
 
 if TYPE_CHECKING:
@@ -29,35 +28,13 @@ MAX_NAME = 64
 MAX_DESCRIPTION = 1024
 MAX_COMPATIBILITY = 500
 MAX_BODY_LINES = 500  # the specification's advice for SKILL.md
-MAX_FILES = 200  # bundled files listed on activation
-MAX_SKILL_BYTES = 1 << 20  # a SKILL.md read from a folder agents can write: far above the advised 500 lines
+MAX_SKILL_BYTES = bundle.MAX_TEXT_BYTES  # far above the advised 500 lines
 NAME = re.compile(r"[a-z0-9]+(?:-[a-z0-9]+)*")
 
 SPEC_KEYS = frozenset({"name", "description", "license", "compatibility", "metadata", "allowed-tools"})
 # Keys other clients define (Claude Code, Codex); a skill written for them loads unchanged.
 CLIENT_KEYS = frozenset({"disable-model-invocation", "user-invocable", "argument-hint", "model", "context",
                          "agent", "hooks", "when_to_use", "version", "mode"})
-
-# error: cannot be loaded; spec: breaks the specification but loads (the guide's lenient reading);
-# blocked: the scanner flagged it, so it is listed but never shown to a model; note: advice.
-Severity = Literal["error", "spec", "blocked", "note"]
-_WORDS = {"error": "error", "spec": "spec", "blocked": "blocked", "note": "note"}
-_FAILING = ("error", "spec", "blocked")
-
-
-@dataclass(frozen=True)
-class Problem:
-    file: Path
-    line: int
-    severity: Severity
-    message: str
-
-    def __str__(self) -> str:
-        return f"{self.file}:{self.line}: {_WORDS[self.severity]}: {self.message}"
-
-    @property
-    def failing(self) -> bool:
-        return self.severity in _FAILING
 
 
 class Skill(msgspec.Struct, frozen=True, kw_only=True):
@@ -93,7 +70,7 @@ def read_skill(folder: Path, *, within: Path | None = None) -> tuple[Skill | Non
     `within`: a folder agents can write (a project's), read as the tools read it, so that a link leading out
     of it, or a hard-linked SKILL.md, makes the skill invalid instead of being read."""
     if within is None:
-        return _read_skill(Path(os.path.realpath(folder)), Path.read_bytes)
+        return _read_skill(Path(os.path.realpath(folder)), _read_plain)
     session = ToolSession(within)
     try:
         folder = confined(session, str(folder))
@@ -102,11 +79,25 @@ def read_skill(folder: Path, *, within: Path | None = None) -> tuple[Skill | Non
     return _read_skill(folder, partial(_read_checked, session))
 
 
-def _read_checked(session: ToolSession, path: Path) -> bytes:
-    return read_own(session, str(path), MAX_SKILL_BYTES)[1]
+def _read_plain(path: Path, cap: int) -> bytes:
+    with open(path, "rb") as f:
+        return f.read(cap + 1)
 
 
-def _read_skill(folder: Path, read: Callable[[Path], bytes]) -> tuple[Skill | None, list[Problem]]:
+def _read_checked(session: ToolSession, path: Path, cap: int) -> bytes:
+    """At most `cap` + 1 bytes, through the checked open: no link out of the folder, no hard link, not even
+    one given to the file and taken away again while it was read."""
+    chunks, left = [], cap + 1
+    with open_own(session, str(path), "file") as f:
+        while left > 0 and (chunk := os.read(f.fd, min(left, 1 << 20))):
+            chunks.append(chunk)
+            left -= len(chunk)
+        if not still_single(f.folder, f.name, f.fd, f.st):
+            raise ToolError(f"{path}: changed while being read (renamed, replaced or given another name)")
+    return b"".join(chunks)
+
+
+def _read_skill(folder: Path, read: bundle.Read) -> tuple[Skill | None, list[Problem]]:
     found = skill_file(folder)
     if found is None:
         return None, [Problem(folder / "SKILL.md", 1, "error", "no SKILL.md: a skill folder holds a SKILL.md "
@@ -117,7 +108,7 @@ def _read_skill(folder: Path, read: Callable[[Path], bytes]) -> tuple[Skill | No
 
 
 class _Reader:
-    def __init__(self, path: Path, read: Callable[[Path], bytes]):
+    def __init__(self, path: Path, read: bundle.Read):
         self.path = path
         self._bytes = read
         self.problems: list[Problem] = []
@@ -129,7 +120,12 @@ class _Reader:
         if self.path.name != "SKILL.md":
             self.add(1, "spec", f"the file is named {self.path.name}; the specification names it SKILL.md")
         try:
-            text = self._bytes(self.path).decode("utf-8-sig")
+            data = self._bytes(self.path, MAX_SKILL_BYTES)
+            if len(data) > MAX_SKILL_BYTES:
+                self.add(1, "error", f"larger than {MAX_SKILL_BYTES >> 20} MiB; keep SKILL.md short and move "
+                                     "details to references/")
+                return None
+            text = data.decode("utf-8-sig")
         except UnicodeDecodeError as e:
             self.add(1, "error", f"not UTF-8 text (byte {e.start})")
             return None
@@ -156,7 +152,9 @@ class _Reader:
         body_line = end + 2
         skill = self._fields(folder, data, keylines, body)
         self._check_body(folder, body, body_line)
-        self._scan(text)
+        self.problems += bundle.scanned(self.path, text)
+        if not any(p.severity == "error" for p in self.problems):
+            self.problems += bundle.check(folder, self.path, text, self._bytes)
         return None if any(p.severity == "error" for p in self.problems) else skill
 
     def _front_matter(self, source: str) -> tuple[dict[str, Any], dict[str, int]] | None:
@@ -313,16 +311,6 @@ class _Reader:
                 elif not target.exists():
                     self.add(n, "note", f"`{ref}` is referenced but not in the skill folder")
 
-    def _scan(self, text: str) -> None:
-        findings = passed.findings(text)
-        if not findings:
-            return
-        lines = text.split("\n")
-        for finding in findings:
-            line = next((i for i, ln in enumerate(lines, 1)
-                         if any(f.kind == finding.kind for f in scan.scan(ln))), 1)
-            self.add(line, "blocked", f"the injection scanner flagged {finding}; the skill is not loaded")
-
 
 def _name_problem(name: str) -> str:
     if name != name.lower():
@@ -366,23 +354,3 @@ def _quote_colons(source: str) -> str:
             line = f"{m[1]}: " + '"' + m[2].replace("\\", "\\\\").replace('"', '\\"') + '"'
         out.append(line)
     return "\n".join(out)
-
-
-def bundled_files(folder: Path) -> list[str]:
-    """The skill's other files, relative to its folder, sorted; hidden entries and links are skipped."""
-    out: list[str] = []
-    for here, dirs, files in os.walk(folder):
-        dirs[:] = sorted(d for d in dirs if not d.startswith(".") and not os.path.islink(os.path.join(here, d)))
-        for name in sorted(files):
-            path = Path(here) / name
-            if name.startswith(".") or (path.parent == folder and name in ("SKILL.md", "skill.md")):
-                continue
-            try:
-                if not stat.S_ISREG(os.lstat(path).st_mode):
-                    continue
-            except OSError:
-                continue
-            out.append(path.relative_to(folder).as_posix())
-            if len(out) >= MAX_FILES:
-                return out
-    return out
