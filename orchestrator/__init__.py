@@ -51,6 +51,10 @@ _WHERE = {
     "OrchestratorError": "orchestrator.core.errors",
     "InputError": "orchestrator.core.errors",
     "ProviderError": "orchestrator.core.errors",
+    "RoomNotFound": "orchestrator.core.errors",
+    # storage
+    "Store": "orchestrator.store.contract",
+    "open_store": "orchestrator.store.backends",
 }
 _ALIASES = {"Agent": "AgentDef"}
 
@@ -72,8 +76,10 @@ __all__ = [
     "Reply",
     "Room",
     "RoomHost",
+    "RoomNotFound",
     "Runtime",
     "ScriptedProvider",
+    "Store",
     "TaskEvent",
     "Team",
     "TextDeltaEvent",
@@ -85,12 +91,13 @@ __all__ = [
     "ToolStart",
     "function_tool",
     "load_team",
+    "open_store",
     "run",
     "tool",
 ]
 
 if TYPE_CHECKING:
-    from orchestrator.core.errors import InputError, OrchestratorError, ProviderError
+    from orchestrator.core.errors import InputError, OrchestratorError, ProviderError, RoomNotFound
     from orchestrator.core.events import (Cancelled, Confirm, Done, ErrorEvent, Event, MessageEvent, TaskEvent,
                                           TextDeltaEvent, ToolEnd, ToolStart)
     from orchestrator.core.types import Message
@@ -100,6 +107,8 @@ if TYPE_CHECKING:
     from orchestrator.room.room import Room
     from orchestrator.runtime.blocking import Conversation, run
     from orchestrator.runtime.runtime import Runtime
+    from orchestrator.store.backends import open_store
+    from orchestrator.store.contract import Store
     from orchestrator.team.loader import load_team
     from orchestrator.team.schema import AgentDef as Agent
     from orchestrator.team.schema import Limits, Team

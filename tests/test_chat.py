@@ -610,7 +610,7 @@ async def test_a_confirmation_request_is_asked_inline_and_answered_for_the_run(t
     import trio
 
     from orchestrator.providers.scripted import Reply, ScriptedProvider
-    from orchestrator.room import room as room_module
+    from orchestrator.tools.builtin import BUILTIN
     from orchestrator.team.schema import AgentDef, Team
     from orchestrator.cli.chat.command import Setup
     from orchestrator.store.db import Store
@@ -623,7 +623,7 @@ async def test_a_confirmation_request_is_asked_inline_and_answered_for_the_run(t
         allowed = await ctx.session.confirm(ctx.agent, "destructive", "rm -rf build")
         return "removed" if allowed else "denied by the user"
 
-    monkeypatch.setitem(room_module.BUILTIN, "risky", Tool("risky", "deletes things", NoArgs, risky))
+    monkeypatch.setitem(BUILTIN, "risky", Tool("risky", "deletes things", NoArgs, risky))
     model = ScriptedProvider({"commander": [Reply(calls=[("risky", {})]), Reply(calls=[("risky", {})]),
                                             Reply(say="All clean.")]})
     team = Team(commander=AgentDef(name="commander", model="scripted", tools=["risky"]))

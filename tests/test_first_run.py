@@ -67,7 +67,7 @@ async def test_a_refused_connection_after_an_answer_is_retried_as_before():
             await provider.aclose()
     request = httpx.Request("POST", "http://127.0.0.1:9/v1/chat/completions")
     refused = http.transport(httpx.ConnectError("refused", request=request), "openai", "http://127.0.0.1:9/v1")
-    assert type(refused) is E.ConnectionError and refused.retryable  # a server answered in this process
+    assert type(refused) is E.ProviderConnectionError and refused.retryable  # a server answered in this process
 
 
 def test_before_any_answer_a_refused_connection_is_not_retried(monkeypatch):

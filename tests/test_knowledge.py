@@ -154,7 +154,7 @@ class Failing:
     model = "broken/model"
 
     async def embed(self, texts):
-        raise E.ConnectionError("connection refused", provider="broken")
+        raise E.ProviderConnectionError("connection refused", provider="broken")
 
 
 def _place(request: pytest.FixtureRequest, tmp_path: Path, kind: str) -> Path | str:
@@ -264,7 +264,7 @@ async def test_a_failing_model_leaves_hybrid_on_keywords_and_fails_vector(where)
         await kb.add_document("orchard.md", DOC)
         kb.embedder = Failing()
         assert [h.start for h in await kb.search("pomegranate")] == [36]
-        with pytest.raises(E.ConnectionError):
+        with pytest.raises(E.ProviderConnectionError):
             await kb.search("pomegranate", mode="vector")
 
 
@@ -479,7 +479,7 @@ async def test_an_unreachable_endpoint_is_a_connection_error():
     sock.close()
     async with HttpEmbedder(base_url=f"http://127.0.0.1:{port}/v1", model="m",
                             retry=RetryPolicy(attempts=1)) as emb:
-        with pytest.raises(E.ConnectionError):
+        with pytest.raises(E.ProviderConnectionError):
             await emb.embed(["x"])
 
 

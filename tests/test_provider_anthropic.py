@@ -223,7 +223,7 @@ async def test_error_event_after_200(server, provider):
     ("billing_error", "credit balance too low", E.QuotaError),
     ("invalid_request_error", "messages.1: bad", E.InvalidRequestError),
     ("invalid_request_error", "prompt is too long: 213462 tokens > 200000 maximum", E.ContextOverflowError),
-    ("timeout_error", "took too long", E.TimeoutError),
+    ("timeout_error", "took too long", E.ProviderTimeout),
     ("request_too_large", "Request exceeds the maximum size", E.InvalidRequestError),
     ("something_new", "?", E.ServerError),
 ])
@@ -262,7 +262,7 @@ async def test_http_errors(server, provider, reply, cls, wait):
 
 async def test_reset_before_first_byte(server, provider):
     server.replies.append(Reply(reset=True))
-    with pytest.raises(E.ConnectionError):
+    with pytest.raises(E.ProviderConnectionError):
         await events_of(provider)
 
 
@@ -270,7 +270,7 @@ async def test_drop_mid_stream(server, provider):
     chunks = stream(*text_block(0, "a", "b", "c"))
     server.replies.append(Reply(chunks=chunks, drop_after=4))
     got = []
-    with pytest.raises(E.ConnectionError):
+    with pytest.raises(E.ProviderConnectionError):
         async for ev in provider.stream(request()):
             got.append(ev)
     assert got == [TextDelta("a"), TextDelta("b")]
@@ -278,7 +278,7 @@ async def test_drop_mid_stream(server, provider):
 
 async def test_clean_close_without_message_stop(server, provider):
     server.replies.append(Reply(chunks=stream(*text_block(0, "a"), end=False)))
-    with pytest.raises(E.ConnectionError, match="end marker"):
+    with pytest.raises(E.ProviderConnectionError, match="end marker"):
         await events_of(provider)
 
 
@@ -298,7 +298,7 @@ async def test_stalled_stream_times_out(server):
     client = httpx.AsyncClient(timeout=httpx.Timeout(5.0, read=0.2))
     p = Anthropic(base_url=server.url, api_key=KEY, client=client)
     server.replies.append(Reply(chunks=stream(*text_block(0, "a", "b")), stall=1.0, stall_at=3))
-    with pytest.raises(E.TimeoutError):
+    with pytest.raises(E.ProviderTimeout):
         await events_of(p)
     await p.aclose()
     assert not client.is_closed  # a client passed in belongs to the caller
@@ -334,9 +334,9 @@ async def test_unreachable_server():
         s.bind(("127.0.0.1", 0))
         port = s.getsockname()[1]
     p = Anthropic(base_url=f"http://127.0.0.1:{port}", api_key=KEY)
-    with pytest.raises(E.ConnectionError):
+    with pytest.raises(E.ProviderConnectionError):
         await events_of(p)
-    with pytest.raises(E.ConnectionError):
+    with pytest.raises(E.ProviderConnectionError):
         await p.validate_auth()
     await p.aclose()
 

@@ -254,7 +254,7 @@ async def test_complete_folds_the_stream(fake):
                  E.ServerError, id="openrouter-error-chunk"),
     pytest.param(sse(chunk({"content": "so"}), chunk({}, "error"), done=True), E.ServerError,
                  id="finish-reason-error-alone"),
-    pytest.param(sse(chunk({"content": "ok"}), chunk({})), E.ConnectionError, id="ollama-silent-failure"),
+    pytest.param(sse(chunk({"content": "ok"}), chunk({})), E.ProviderConnectionError, id="ollama-silent-failure"),
     pytest.param([b"data: {\"choices\": [\n\n"], E.ProtocolError, id="malformed-json"),
     pytest.param(sse({"choices": "nope"}), E.ProtocolError, id="wrong-shape"),
 ])
@@ -336,13 +336,13 @@ async def test_quota_is_an_account_error_and_never_retried(fake):
 
 async def test_reset_before_the_first_byte_is_a_connection_error(fake):
     err = await fake.failure(Reply(reset=True))
-    assert type(err) is E.ConnectionError and err.retryable
+    assert type(err) is E.ProviderConnectionError and err.retryable
 
 
 async def test_disconnect_mid_stream_is_an_interrupted_transfer(fake):
     chunks = sse(chunk({"content": "par"}), chunk({"content": "tial"}), chunk({}, "stop"), done=True)
     err = await fake.failure(Reply(chunks=chunks, drop_after=2))
-    assert type(err) is E.ConnectionError and err.retryable
+    assert type(err) is E.ProviderConnectionError and err.retryable
 
 
 async def test_disconnect_after_finish_reason_keeps_the_whole_answer(fake):
@@ -354,7 +354,7 @@ async def test_a_stalled_stream_times_out(fake):
     chunks = sse(chunk({"content": "a"}), chunk({"content": "b"}, "stop"), done=True)
     async with httpx.AsyncClient(timeout=httpx.Timeout(5, read=0.3)) as client:
         err = await fake.failure(Reply(chunks=chunks, stall=1.0, stall_at=1), client=client)
-    assert type(err) is E.TimeoutError and err.retryable
+    assert type(err) is E.ProviderTimeout and err.retryable
 
 
 async def test_unreachable_server_is_a_connection_error():
@@ -363,10 +363,10 @@ async def test_unreachable_server_is_a_connection_error():
         port = sock.getsockname()[1]
     p = OpenAICompatible(base_url=f"http://127.0.0.1:{port}/v1", api_key=KEY)
     try:
-        with pytest.raises(E.ConnectionError):
+        with pytest.raises(E.ProviderConnectionError):
             async with aclosing(p.stream(REQ)) as s:
                 [ev async for ev in s]
-        with pytest.raises(E.ConnectionError):
+        with pytest.raises(E.ProviderConnectionError):
             await p.validate_auth()
     finally:
         await p.aclose()

@@ -129,7 +129,7 @@ async def test_failure_after_the_first_text_goes_up_without_rotating():
         a.replies.append(Reply(chunks=sse(chunk({"content": "partial "}), chunk({"content": "more"})),
                                drop_after=1))
         seen: list[StreamEvent] = []
-        with pytest.raises(E.ConnectionError):
+        with pytest.raises(E.ProviderConnectionError):
             async with aclosing(rot.stream(REQ)) as stream:
                 async for ev in stream:
                     seen.append(ev)
@@ -170,7 +170,7 @@ async def test_account_error_after_content_goes_up_and_cools_nothing():
 
 @pytest.mark.parametrize("error", [E.InvalidRequestError("bad"), E.ContentPolicyError("no"),
                                    E.ContextOverflowError("too long"), E.RateLimitError("slow down"),
-                                   E.OverloadedError("busy"), E.TimeoutError("late")])
+                                   E.OverloadedError("busy"), E.ProviderTimeout("late")])
 async def test_errors_another_key_would_repeat_go_up(error):
     a = Scripted("x", ([], error))
     b = Scripted("x", OK)

@@ -14,7 +14,7 @@ import trio
 
 from orchestrator.core.types import (Draft, ImageBlock, TextBlock, ThinkingBlock, ToolCallBlock,
                                      ToolResultBlock)
-from orchestrator.store import db, postgres
+from orchestrator.store import records
 from orchestrator.store.db import Store, TaskRecord
 from orchestrator.store.lease import Fenced
 
@@ -69,7 +69,7 @@ async def test_seq_is_not_reused_after_healing_deletes_the_newest(backend):
 async def test_ts_increases_when_the_clock_stalls_or_steps_back(store, monkeypatch):
     room = await store.create_room("r")
     clock = iter([1000.0, 1000.0, 999.0, 1000.5])
-    monkeypatch.setattr(db if isinstance(store, Store) else postgres, "time", SimpleNamespace(time=lambda: next(clock)))
+    monkeypatch.setattr(records, "time", SimpleNamespace(time=lambda: next(clock)))  # both stores stamp there
     stamps = [m.ts for m in await store.append_many(room.id, [say(str(i)) for i in range(4)])]
     assert stamps[0] == 1000.0 and increasing(stamps) and stamps[3] == 1000.5
 

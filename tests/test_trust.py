@@ -88,7 +88,8 @@ def test_a_planted_folder_changes_nothing_until_trusted_and_again_once_a_file_ch
     out = chat(tmp_path, proj)
     assert out.returncode == 0, out.stderr
     assert "commander [floor] — hosts the room" in out.stdout and "coder — " in out.stdout  # the shipped team
-    assert "Planted" not in out.stdout and not re.search(r"(?m)^planted ", out.stdout) and "x — " not in out.stdout
+    assert "Planted" not in out.stdout and "x — " not in out.stdout  # nothing of the skill's text was read
+    assert re.search(r"(?m)^planted\s+project\s+\S+\s+set-aside: the workspace is not trusted", out.stdout)
     [line] = ignored(out)
     assert line == (f"ignored agents/ (2 files) and .agents/skills (1 file) of {proj} (not trusted): the shipped "
                     "team runs; to use them, pass --trust, or answer y when chat asks in a terminal")
@@ -305,11 +306,14 @@ async def test_a_re_pointed_agent_link_or_a_skill_written_later_is_untrusted_in_
     (proj / "agents" / "z.md").symlink_to(mine)
     room = await effective(tmp_path, proj, monkeypatch, "--trust")
     assert "z" in room["tools"] and "planted" in room["skills"]
-    assert "project" in {r.label for r in default_roots(proj)}
+    def set_aside(roots) -> list[str]:  # why each project root is not read now ("" when it is)
+        return [r.gate() if r.gate else "" for r in roots if r.label == "project"]
+
+    assert set_aside(default_roots(proj)) and not any(set_aside(default_roots(proj)))
 
     (proj / ".agents" / "skills" / "later").mkdir()  # an agent wrote a skill while the room ran
     (proj / ".agents" / "skills" / "later" / "SKILL.md").write_text(PLANTED_SKILL.replace("planted", "later"))
-    assert "project" not in {r.label for r in default_roots(proj)}  # the next room does not read it
+    assert all("not trusted as it stands" in why for why in set_aside(default_roots(proj)))  # nor the next room
     assert "project" in {r.label for r in default_roots(proj, project=True)}  # unless told to, as an inspection may
 
     theirs = tmp_path / "theirs.md"

@@ -11,13 +11,13 @@ import trio
 from mcp.server.mcpserver import Context, MCPServer
 from mcp_types import CallToolResult, TextContent, ToolAnnotations
 
-from orchestrator.core.errors import InputError
+from orchestrator.core.errors import InputError, RoomNotFound
 from orchestrator.core.events import Event, MessageEvent, ToolStart
 from orchestrator.core.types import Message
 from orchestrator.room.host import RoomHost
 from orchestrator.room.room import MAX_LINE, USER, Room, checked_line
 from orchestrator.cli.paths import open_db
-from orchestrator.store.db import Store
+from orchestrator.store.contract import Store
 
 INSTRUCTIONS = ("A team of AI agents under a commander. Give `ask_team` a line as you would type it in a group "
                 "chat; it answers when the team is done. Reuse the returned room id to continue a conversation.")
@@ -39,7 +39,7 @@ class Rooms:
     @asynccontextmanager
     async def room(self, ref: str | None) -> AsyncIterator[Room]:
         if ref is not None and ref not in self.host.rooms and await self.store.room(ref) is None:
-            raise InputError(f"no room {ref!r}; list_rooms shows the rooms there are")
+            raise RoomNotFound(f"no room {ref!r}; list_rooms shows the rooms there are")
         async with self.host.room(ref, name=self.setup.name, workspace=self.setup.workspace) as room:
             yield room
 

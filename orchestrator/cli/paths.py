@@ -12,8 +12,7 @@ from orchestrator.core.errors import InputError
 from orchestrator.store.backends import is_url, open_store
 
 if TYPE_CHECKING:
-    from orchestrator.store.db import Store
-    from orchestrator.store.postgres import PgStore
+    from orchestrator.store.contract import Store
 
 KEEP_RUNS = 50  # scenario runs kept for `rooms`/`show`; older ones are removed
 
@@ -23,7 +22,7 @@ def database(text: str) -> Path | str:
     return text if is_url(text) else Path(text)
 
 
-async def open_db(db: Path | str, *, create: bool = True, readonly: bool = False) -> Store | PgStore:
+async def open_db(db: Path | str, *, create: bool = True, readonly: bool = False) -> Store:
     """The store `--db` names; a missing file is made (owner-only, its folder too) only when `create`."""
     if not is_url(db):
         db = Path(db)

@@ -15,10 +15,10 @@ import msgspec
 
 from orchestrator.cli.paths import database, default_db, open_db, run_dbs, runs_dir
 from orchestrator.cli.transcript import Printer, json_out, reader_may_leave
-from orchestrator.core.errors import InputError
+from orchestrator.core.errors import AmbiguousRoom, InputError, RoomNotFound
 from orchestrator.core.events import message_event
 from orchestrator.store.backends import is_url
-from orchestrator.store.db import RoomRecord
+from orchestrator.store.records import RoomRecord
 from orchestrator.core.visible import visible
 from orchestrator.store.export import to_markdown
 from orchestrator.store.usage import UsageLog, table
@@ -88,10 +88,10 @@ async def find_room(args) -> tuple[Path, RoomRecord]:
                   f"({when(newest.created)}); the others: {others} (name one by its id)", file=sys.stderr)
         return db, newest
     if len(prefixed) > 1:
-        raise InputError(f"{len(prefixed)} rooms have ids starting with {ref!r}: "
+        raise AmbiguousRoom(f"{len(prefixed)} rooms have ids starting with {ref!r}: "
                          f"{', '.join(r.id for _, r in prefixed[:5])}; give more of the id")
     where = f" in {args.db}" if args.db else ""
-    raise InputError(f"no room {ref!r}{where}; `orchestrator rooms{' --db ' + str(args.db) if args.db else ''}` "
+    raise RoomNotFound(f"no room {ref!r}{where}; `orchestrator rooms{' --db ' + str(args.db) if args.db else ''}` "
                      "lists them")
 
 

@@ -13,6 +13,14 @@ class InputError(OrchestratorError):
     """Bad user input (scenario file, CLI usage, agent definition): exit code 2."""
 
 
+class RoomNotFound(InputError):
+    """No room in the database has the id, id prefix or name asked for (the web answers 404)."""
+
+
+class AmbiguousRoom(InputError):
+    """An id prefix that more than one room's id starts with, and no room has as its name: give more of the id."""
+
+
 class ProviderError(OrchestratorError):
     """A model call failed. `kind` names the class; `retryable` says whether backing off may help."""
 
@@ -39,15 +47,15 @@ class ServerError(ProviderError):
     kind, retryable = "server", True
 
 
-class TimeoutError(ProviderError):  # noqa: A001 - the provider class, distinct from the builtin
+class ProviderTimeout(ProviderError):
     kind, retryable = "timeout", True
 
 
-class ConnectionError(ProviderError):  # noqa: A001
+class ProviderConnectionError(ProviderError):
     kind, retryable = "connection", True
 
 
-class UnreachableError(ConnectionError):  # noqa: A001
+class UnreachableError(ProviderConnectionError):
     """Nothing listens at the address and nothing ever answered there in this process: a wrong
     address or a server that is not running, which no back-off will fix."""
 
@@ -93,7 +101,7 @@ class ProtocolError(ProviderError):
 
 ERROR_KINDS: dict[str, type[ProviderError]] = {
     cls.kind: cls
-    for cls in (RateLimitError, OverloadedError, ServerError, TimeoutError, ConnectionError,
+    for cls in (RateLimitError, OverloadedError, ServerError, ProviderTimeout, ProviderConnectionError,
                 AuthError, QuotaError, InvalidRequestError, ContentPolicyError, ContextOverflowError,
                 ProtocolError, UnreachableError, ModelNotFoundError)
 }

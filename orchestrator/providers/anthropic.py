@@ -31,7 +31,7 @@ _ERROR_TYPES: dict[str, type[E.ProviderError]] = {
     "permission_error": E.AuthError,
     "billing_error": E.QuotaError,
     "invalid_request_error": E.InvalidRequestError,
-    "timeout_error": E.TimeoutError,
+    "timeout_error": E.ProviderTimeout,
     "request_too_large": E.InvalidRequestError,  # bytes (images, documents), not tokens: not an overflow
 }
 

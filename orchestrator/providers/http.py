@@ -75,7 +75,7 @@ def by_status(status: int, message: str, provider: str, wait: float | None) -> E
         cls = E.ModelNotFoundError
         message += " (is the model name right? `orchestrator models` shows the providers)"
     elif status in (408, 504):
-        cls = E.TimeoutError
+        cls = E.ProviderTimeout
     elif status == 409 or status >= 500:
         cls = E.ServerError
     else:
@@ -95,11 +95,11 @@ def transport(exc: httpx.TransportError, provider: str, address: str = "") -> E.
     """A fault below HTTP: never a success. Retryable, except a connection that could not be opened
     before any server ever answered: then the address is wrong or the server is not running."""
     if isinstance(exc, httpx.TimeoutException):
-        return E.TimeoutError(f"no answer in time ({type(exc).__name__})", provider=provider)
+        return E.ProviderTimeout(f"no answer in time ({type(exc).__name__})", provider=provider)
     if isinstance(exc, httpx.ConnectError) and not _answered:
         return E.UnreachableError(f"cannot connect to {address or 'the server'} ({exc}); {_setting(provider)}",
                                   provider=provider)
-    return E.ConnectionError(f"connection failed ({type(exc).__name__}: {exc})", provider=provider)
+    return E.ProviderConnectionError(f"connection failed ({type(exc).__name__}: {exc})", provider=provider)
 
 
 def _setting(provider: str) -> str:
@@ -115,7 +115,8 @@ def _setting(provider: str) -> str:
 
 
 def interrupted(provider: str) -> E.ProviderError:
-    return E.ConnectionError("the stream ended without its end marker (an interrupted transfer)", provider=provider)
+    return E.ProviderConnectionError("the stream ended without its end marker (an interrupted transfer)",
+                                     provider=provider)
 
 
 def redact(text: str, secrets: list[str]) -> str:

@@ -16,7 +16,9 @@ from orchestrator.core.events import Event, message_event
 from orchestrator.core.passes import held
 from orchestrator.core.types import Draft, Message, TextBlock
 from orchestrator.room.members import ROOM, Member
-from orchestrator.store.db import Side, Store, TaskRecord, immediate, task_side
+from orchestrator.store.contract import Side, Store
+from orchestrator.store.db import immediate
+from orchestrator.store.records import TaskRecord, task_side
 
 DEFER = 1.0  # seconds a deferred write waits for the room to settle before it rides the next message
 

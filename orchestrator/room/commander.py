@@ -18,7 +18,7 @@ from orchestrator.room.bus import Bus
 from orchestrator.room.ledger import Ledger
 from orchestrator.room.lines import Lines
 from orchestrator.room.members import COMMANDER, USER, Member, TurnFailed
-from orchestrator.store.db import TaskRecord
+from orchestrator.store.records import TaskRecord
 from orchestrator.team.schema import AgentDef
 from orchestrator.tools.base import Tool, ToolContext, ToolError, ToolOutput
 from orchestrator.trace import semconv as sc

@@ -10,7 +10,7 @@ from typing import Callable
 
 from orchestrator.core.events import Event, State
 from orchestrator.room.members import COMMANDER
-from orchestrator.store.db import Store
+from orchestrator.store.contract import Store
 
 
 class Floor:

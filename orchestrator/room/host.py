@@ -16,7 +16,7 @@ from typing import AsyncIterator, Callable, Protocol
 import trio
 
 from orchestrator.core import startup
-from orchestrator.core.errors import InputError
+from orchestrator.core.errors import InputError, RoomNotFound
 from orchestrator.core.log import logger
 from orchestrator.core.retry import RetryPolicy
 from orchestrator.core.types import Message
@@ -24,7 +24,7 @@ from orchestrator.mcplink.servers import Hub
 from orchestrator.memory.knowledge import KnowledgeBase, for_store
 from orchestrator.room.heap import Heap
 from orchestrator.room.room import Catalog, Resolve, Room
-from orchestrator.store.db import Store
+from orchestrator.store.contract import Store
 from orchestrator.store.lease import HeldElsewhere
 from orchestrator.team.schema import Team
 
@@ -142,7 +142,7 @@ class RoomHost:
             return held
         record = await self.store.room(ref)
         if record is None:
-            raise InputError(f"no room {ref!r} in this database; `orchestrator rooms` lists them")
+            raise RoomNotFound(f"no room {ref!r} in this database; `orchestrator rooms` lists them")
         while (opening := self._opening.get(record.id)) is not None:
             await opening.wait()  # another caller is opening it, or it is closing: wait, then look again
         if (held := self._open.get(record.id)) is not None:

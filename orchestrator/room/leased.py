@@ -12,7 +12,7 @@ from dataclasses import dataclass, field
 
 import trio
 
-from orchestrator.core.errors import InputError
+from orchestrator.core.errors import RoomNotFound
 from orchestrator.core.log import logger
 from orchestrator.core.types import Message
 from orchestrator.room.host import RoomHost
@@ -107,7 +107,7 @@ class LeasedRooms:
             return ref
         record = await self.store.room(ref)
         if record is None:
-            raise InputError(f"no room {ref!r} in this database; `orchestrator rooms` lists them")
+            raise RoomNotFound(f"no room {ref!r} in this database; `orchestrator rooms` lists them")
         return record.id
 
     def _lock(self, room_id: str) -> trio.Lock:

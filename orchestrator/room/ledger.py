@@ -12,7 +12,8 @@ from typing import Callable
 
 from orchestrator.core.events import TaskEvent
 from orchestrator.core.tokens import estimate
-from orchestrator.store.db import Side, Store, TaskRecord, task_side
+from orchestrator.store.contract import Side, Store
+from orchestrator.store.records import TaskRecord, task_side
 
 SUMMARY_CHARS = 200
 

@@ -15,7 +15,9 @@ from typing import AsyncIterator, Callable
 import msgspec
 import trio
 
-from orchestrator.core.errors import TOO_LONG, InputError, OrchestratorError, ProviderError, TruncatedPromptError
+from orchestrator.core.errors import (
+    TOO_LONG, InputError, OrchestratorError, ProviderError, RoomNotFound, TruncatedPromptError,
+)
 from orchestrator.core.events import CallUsage, Cancelled, Done, ErrorEvent, Event, ToolEnd, TurnStart
 from orchestrator.core.log import logger
 from orchestrator.core.passes import held
@@ -47,7 +49,9 @@ from orchestrator.room.skills import RoomSkills, check_skills, decide, default_r
 from orchestrator.skills import proposals
 from orchestrator.skills.activation import NAME as ACTIVATE
 from orchestrator.skills.library import Library, Root, discover
-from orchestrator.store.db import RoomRecord, Store
+from orchestrator.store.contract import Store
+from orchestrator.store.db import SqliteStore
+from orchestrator.store.records import RoomRecord
 from orchestrator.store.usage import PriceOf, UsageLog, UsageReport, UsageRow
 from orchestrator.team.schema import AgentDef, Team
 from orchestrator.tools.base import Registry
@@ -181,7 +185,7 @@ class Room:
         """Reopen a stored room: history is healed on load, partitions, floor and ledger rebuilt."""
         record = await store.room(ref)
         if record is None:
-            raise InputError(f"no room {ref!r} in this database; `orchestrator rooms` lists them")
+            raise RoomNotFound(f"no room {ref!r} in this database; `orchestrator rooms` lists them")
         if team is None:
             team = msgspec.convert(record.meta.get("team", {}), Team)
             check_team(team, stored=True)
@@ -765,7 +769,7 @@ def _explain(exc: ProviderError) -> str:
 
 def _store_files(store: Store) -> tuple[Path, ...]:
     """The database file and its companions, for no command or tool to see (a PostgreSQL store has none)."""
-    return store_files(Path(store.name)) if isinstance(store, Store) and store.name != ":memory:" else ()
+    return store_files(Path(store.name)) if isinstance(store, SqliteStore) and store.name != ":memory:" else ()
 
 
 def _sandboxes(team: Team, workspace: Path) -> tuple[Settings, dict[str, Settings]]:

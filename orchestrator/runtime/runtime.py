@@ -25,7 +25,7 @@ from orchestrator.room.host import RoomHost
 from orchestrator.room.members import USER
 from orchestrator.room.room import Room
 from orchestrator.store.backends import open_store
-from orchestrator.store.db import Store
+from orchestrator.store.contract import Store
 from orchestrator.team.schema import Team
 
 __all__ = ["Runtime"]

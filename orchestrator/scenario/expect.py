@@ -13,7 +13,7 @@ from orchestrator.core.events import CallUsage, ErrorEvent, Event
 from orchestrator.core.types import Message, Request
 from orchestrator.core.types import request_text
 from orchestrator.scenario.schema import Expect
-from orchestrator.store.db import TaskRecord
+from orchestrator.store.records import TaskRecord
 
 _ANONYMOUS = re.compile(r"worker(-\d+)?")
 

@@ -28,7 +28,7 @@ from orchestrator.scenario.expect import Outcome, check
 from orchestrator.scenario.schema import Scenario, ScriptItem
 from orchestrator.skills.library import stand_in_roots
 from orchestrator.store.backends import open_store
-from orchestrator.store.db import Store
+from orchestrator.store.contract import Store
 from orchestrator.store.usage import PriceOf, UsageLog, UsageReport
 from orchestrator.team.trust import unsafe_workspace, workspace_trusted
 from orchestrator.tools.base import ToolError

@@ -11,7 +11,7 @@ import re
 import msgspec
 
 from orchestrator.core.types import Message
-from orchestrator.store.db import RoomRecord
+from orchestrator.store.records import RoomRecord
 
 _TAG = re.compile(r"<(?=[A-Za-z/!?])")
 _FENCE = re.compile(r"^\s*(```|~~~)")

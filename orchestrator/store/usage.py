@@ -10,7 +10,8 @@ from typing import Callable, Literal, Protocol
 
 import msgspec
 
-from orchestrator.store.db import Side, Store, immediate
+from orchestrator.store.contract import Side, Store
+from orchestrator.store.db import immediate
 from orchestrator.store.sqlite import sqlite_utils
 
 

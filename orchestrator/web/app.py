@@ -39,7 +39,7 @@ from starlette.routing import Mount, Route
 from starlette.staticfiles import StaticFiles
 from starlette.templating import Jinja2Templates
 
-from orchestrator.core.errors import InputError
+from orchestrator.core.errors import InputError, RoomNotFound
 from orchestrator.core.events import message_event
 from orchestrator.core.types import ImageBlock, ToolResultBlock
 from orchestrator.team.schema import Team
@@ -116,9 +116,10 @@ def build_app(host: Host, token: str, hosts: Hosts, *, ping: float = PING_SECOND
             except Crowded as exc:
                 return Response(msgspec.json.encode({"error": str(exc)}), 429, media_type="application/json",
                                 headers={"Retry-After": "5"})
+            except RoomNotFound as exc:
+                return _json({"error": str(exc)}, 404)
             except InputError as exc:
-                status = 404 if str(exc).startswith("no room") else 400
-                return _json({"error": str(exc)}, status)
+                return _json({"error": str(exc)}, 400)
             except (msgspec.DecodeError, msgspec.ValidationError) as exc:
                 return _json({"error": f"bad request body: {exc}"}, 400)
 
@@ -156,7 +157,7 @@ def build_app(host: Host, token: str, hosts: Hosts, *, ping: float = PING_SECOND
     async def events(request: Request) -> Response:
         record = await host.store.room(request.path_params["room_id"])
         if record is None:
-            raise InputError(f"no room {request.path_params['room_id']!r} in this database")
+            raise RoomNotFound(f"no room {request.path_params['room_id']!r} in this database")
         after = parse_id(request.headers.get("last-event-id") or request.query_params.get("after"))
         if sum(streams.values()) >= MAX_STREAMS:
             raise Crowded(f"this server process has {MAX_STREAMS} event streams open, its most; close a page "

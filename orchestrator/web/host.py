@@ -13,10 +13,10 @@ from pathlib import Path
 from typing import Any, Callable
 
 import msgspec
-from orchestrator.core.errors import InputError
+from orchestrator.core.errors import RoomNotFound
 from orchestrator.room.leased import LeasedRooms
 from orchestrator.room.room import Resolve, Room
-from orchestrator.store.db import RoomRecord
+from orchestrator.store.records import RoomRecord
 from orchestrator.store.lease import HeldElsewhere
 from orchestrator.team.schema import Team
 from orchestrator.web.feed import Feed
@@ -120,7 +120,7 @@ class Host:
             except HeldElsewhere as exc:
                 record = await self.store.room(exc.room)
                 if record is None:
-                    raise InputError(f"no room {ref!r} in this database") from None
+                    raise RoomNotFound(f"no room {ref!r} in this database") from None
                 room = Elsewhere(record.id, record)
             if isinstance(room, Elsewhere):
                 yield room

@@ -18,9 +18,9 @@ import trio
 
 from orchestrator.cli.chat.shell import Shell
 from orchestrator.cli.paths import add_trust_flag, database, default_db, open_db, user_file
-from orchestrator.core.errors import InputError
+from orchestrator.core.errors import InputError, RoomNotFound
 from orchestrator.providers.catalog import Catalog
-from orchestrator.store.db import Store
+from orchestrator.store.contract import Store
 from orchestrator.team.schema import Team
 from orchestrator.trace.session import tracing
 
@@ -152,7 +152,7 @@ async def load_setup(args: argparse.Namespace, store: Store, stack: AsyncExitSta
     if args.resume:
         record = await store.room(args.resume)
         if record is None:
-            raise InputError(f"no room {args.resume!r} in {args.db}; `orchestrator rooms --db {args.db}` "
+            raise RoomNotFound(f"no room {args.resume!r} in {args.db}; `orchestrator rooms --db {args.db}` "
                              "lists them")
         if not (args.model or args.scripted or args.team):  # the room goes on as it was started
             args.model = record.meta.get("model") or None

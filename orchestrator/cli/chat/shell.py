@@ -19,11 +19,11 @@ import trio
 from orchestrator.cli.chat.prompt import Prompt
 from orchestrator.cli.chat.view import View, short, wrap
 from orchestrator.cli.paths import default_db, private_file
-from orchestrator.core.errors import FATAL_KINDS, InputError
+from orchestrator.core.errors import FATAL_KINDS, InputError, RoomNotFound
 from orchestrator.core.events import Done, ErrorEvent, Event, message_event
 from orchestrator.core.visible import visible
 from orchestrator.providers.catalog import UNKNOWN
-from orchestrator.store.db import Store
+from orchestrator.store.contract import Store
 
 _EXPORT_IO = trio.CapacityLimiter(1)  # /export's file writes, off the event loop
 
@@ -140,7 +140,7 @@ class Shell:
         else:
             record = await self.store.room(ref)
             if record is None:
-                raise InputError(f"no room {ref!r} in {self.args.db}; /rooms lists them")
+                raise RoomNotFound(f"no room {ref!r} in {self.args.db}; /rooms lists them")
             messages = await self.store.load(record.id)
             self.say(f"── room {record.name} ({record.id}): {len(messages)} messages ──")
             for m in messages:
@@ -301,7 +301,7 @@ class Shell:
                 raise InputError("/resume ID: which room? /rooms lists them")
             record = await self.store.room(arg)
             if record is None:
-                raise InputError(f"no room {arg!r} in {self.args.db}; /rooms lists them")
+                raise RoomNotFound(f"no room {arg!r} in {self.args.db}; /rooms lists them")
             if record.id == room.id:
                 self.say("this is the current room")
                 return None
