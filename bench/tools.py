@@ -375,10 +375,10 @@ def grep_cases(want: dict) -> list[dict]:
              grep=["-P", REGEX], matches=want["regex"], files=want["files"], bytes=want["bytes"]),
         dict(label=f"no match `{NEVER}`", args=GrepArgs(NEVER, max_matches=1000),
              grep=["-F", NEVER], matches=0, files=want["files"], bytes=want["bytes"]),
-        dict(label=f"no match, `include_ignored: true` (every file)",
+        dict(label="no match, `include_ignored: true` (every file)",
              args=GrepArgs(NEVER, include_ignored=True, max_matches=1000),
              grep=["-F", NEVER], all=True, matches=0, files=want["all_files"], bytes=want["all_bytes"]),
-        dict(label=f"literal, `glob: \"*.py\"`", args=GrepArgs(re.escape(LITERAL), glob="*.py", max_matches=1000),
+        dict(label="literal, `glob: \"*.py\"`", args=GrepArgs(re.escape(LITERAL), glob="*.py", max_matches=1000),
              grep=["-F", "--include=*.py", LITERAL], matches=want["py_literal"], files=want["py"],
              bytes=None),
     ]

@@ -438,7 +438,7 @@ async def test_unknown_tool_raises_input_error_itself(store, tmp_path):
 
 
 async def test_failed_creation_stores_no_room(store, tmp_path):
-    with pytest.raises(BaseException):
+    with pytest.raises(InputError, match="unknown tool 'teleport'"):
         async with Room.create(store, team(agent("coder", tools=["teleport"])), resolver(ScriptedProvider({})),
                                workspace=tmp_path):
             pass  # pragma: no cover

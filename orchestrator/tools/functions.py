@@ -104,7 +104,7 @@ def ref_of(t: Tool) -> str:
 
 
 def _is_async(fn: Callable[..., Any]) -> bool:
-    return inspect.iscoroutinefunction(fn) or inspect.iscoroutinefunction(getattr(fn, "__call__", None))
+    return inspect.iscoroutinefunction(fn) or inspect.iscoroutinefunction(type(fn).__call__)  # or an object's
 
 
 def _docstring(doc: str) -> tuple[str, dict[str, str]]:
