@@ -37,6 +37,7 @@ test: $(STAMP) sandbox
 	@$(BIN)/python tests/pgcluster.py  # says whether the PostgreSQL lane runs, and why not
 	$(BIN)/lint-imports --no-cache
 	$(BIN)/ruff check --quiet orchestrator tests bench
+	$(BIN)/mypy
 	@test -x /usr/bin/chromium || echo "NOTE: /usr/bin/chromium is missing, so the browser tests of \`serve\` are SKIPPED (apt-get install -y chromium)"
 	$(BIN)/python -m pytest -q -rs
 	$(BIN)/orchestrator check scenarios/

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import tempfile
 from collections.abc import AsyncIterator, Callable, Mapping, Sequence
-from contextlib import AsyncExitStack, asynccontextmanager
+from contextlib import AbstractAsyncContextManager, AsyncExitStack, asynccontextmanager
 from os import PathLike
 from pathlib import Path
 from typing import Any
@@ -52,9 +52,8 @@ class Runtime:
         `workspace`: the agents' folder (default: a temporary one); `env`: the environment config.toml and the
         API keys are read from (default: os.environ)."""
         async with AsyncExitStack() as stack:
-            temporary = None
-            if db is None or workspace is None:
-                temporary = Path(stack.enter_context(tempfile.TemporaryDirectory(prefix="orchestrator-")))
+            temporary = Path(stack.enter_context(tempfile.TemporaryDirectory(prefix="orchestrator-"))) \
+                if db is None or workspace is None else Path()
             store = await open_store(temporary / "rooms.db" if db is None else db)
             stack.push_async_callback(store.close)
             folder = Path(workspace).expanduser().resolve() if workspace is not None else temporary / "workspace"
@@ -90,19 +89,19 @@ class Runtime:
         return self._resolve(model_string)
 
     def room(self, team: Team, *, name: str = "room", on_event: Callable[[Event], None] | None = None,
-             can_confirm: bool = False, **options: Any):
+             can_confirm: bool = False, **options: Any) -> AbstractAsyncContextManager[Room]:
         """`async with rt.room(team) as room:` a new room, stored as it goes. Risky commands are denied unless
         `can_confirm` and something answers the room's questions (`room.answer`)."""
         return Room.create(self._store, team, self._resolve, name=name, workspace=self._workspace,
                            on_event=on_event, can_confirm=can_confirm, models=self._models, **options)
 
     def reopen(self, room_id: str, *, team: Team | None = None, on_event: Callable[[Event], None] | None = None,
-               **options: Any):
+               **options: Any) -> AbstractAsyncContextManager[Room]:
         """`async with rt.reopen(id) as room:` a stored room, healed and rebuilt from the store."""
         return Room.open(self._store, room_id, self._resolve, team=team, on_event=on_event, models=self._models,
                          **options)
 
-    def host(self, team: Team, *, idle_close: float = 60.0, **options: Any):
+    def host(self, team: Team, *, idle_close: float = 60.0, **options: Any) -> AbstractAsyncContextManager[RoomHost]:
         """`async with rt.host(team) as host:` many rooms in this process, each opened when a line comes for it
         and closed once idle (`host.ask(room_id or None, line)`)."""
         return RoomHost.open(self._store, self._resolve, team=team, models=self._models, idle_close=idle_close,

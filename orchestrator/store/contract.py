@@ -37,7 +37,7 @@ class Store(Protocol):
 
     # --- rooms and messages -------------------------------------------------------------------
 
-    async def create_room(self, name: str, *, floor: str = "commander", meta: dict | None = None) -> RoomRecord:
+    async def create_room(self, name: str, *, floor: str = "commander", meta: dict[str, Any] | None = None) -> RoomRecord:
         """A new room with a new id, stored before this returns."""
         ...
 
@@ -50,7 +50,7 @@ class Store(Protocol):
         """Every room, oldest first, with its message count, last seq and last activity."""
         ...
 
-    async def set_meta(self, room_id: str, meta: dict) -> None:
+    async def set_meta(self, room_id: str, meta: dict[str, Any]) -> None:
         """Replace the room's meta. KeyError for no such room; Fenced once another host took the room."""
         ...
 

@@ -17,7 +17,7 @@ from typing import Annotated, Any, get_type_hints, overload
 import msgspec
 import trio
 
-from orchestrator.tools.base import Tool, ToolContext, ToolOutput
+from orchestrator.tools.base import Runner, Tool, ToolContext, ToolOutput
 
 __all__ = ["PY", "function_tool", "imported", "is_python_ref", "tool"]
 
@@ -57,7 +57,7 @@ def function_tool(fn: Callable[..., Any], *, name: str | None = None, descriptio
     if not callable(fn):
         raise ToolDefinitionError(f"{fn!r} is not a function: an agent's tools are names, `mcp:` grants, "
                                   "Python functions or Tools")
-    name = name or getattr(fn, "__name__", "")
+    name = name or str(getattr(fn, "__name__", ""))
     if not _NAME.match(name):
         raise ToolDefinitionError(f"{name!r} cannot be a tool's name: letters, digits, _ and -, starting with a "
                                   "letter; pass name=")
@@ -167,7 +167,7 @@ def _call_args(args: msgspec.Struct, ctx: ToolContext, context: str | None) -> d
     return kwargs
 
 
-def _async_runner(fn: Callable[..., Any], context: str | None):  # noqa: ANN202 - a Runner
+def _async_runner(fn: Callable[..., Any], context: str | None) -> Runner:
     async def run(args: msgspec.Struct, ctx: ToolContext) -> str | ToolOutput:
         return _text(await fn(**_call_args(args, ctx, context)))
 
@@ -175,7 +175,7 @@ def _async_runner(fn: Callable[..., Any], context: str | None):  # noqa: ANN202 
     return run
 
 
-def _thread_runner(fn: Callable[..., Any], context: str | None):  # noqa: ANN202 - a Runner
+def _thread_runner(fn: Callable[..., Any], context: str | None) -> Runner:
     async def run(args: msgspec.Struct, ctx: ToolContext) -> str | ToolOutput:
         call = partial(fn, **_call_args(args, ctx, context))
         return _text(await trio.to_thread.run_sync(call, limiter=THREADS, abandon_on_cancel=True))
