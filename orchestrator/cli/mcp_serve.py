@@ -104,10 +104,14 @@ def build(rooms: Rooms) -> MCPServer:
                     async with trio.open_nursery() as progress:
                         progress.start_soon(_report, receive, ctx)
                         await opened.idle()
-                        progress.cancel_scope.cancel()
+                        # What happened before the answer is still reported (on a busy machine the reporter
+                        # lags): no more come, and it ends once it has sent what is queued.
+                        listeners.remove(send)
+                        send.close()
                     answered = True
                 finally:
-                    listeners.remove(send)
+                    if send in listeners:
+                        listeners.remove(send)
                     if not listeners:
                         del rooms.listeners[opened.id]
                     if not answered:  # the client cancelled (or the call broke): the group stop, shielded
