@@ -751,7 +751,7 @@ def test_the_commander_prompt_set_from_its_frame_is_the_template_rendered_whole(
     """Room.Frame renders the commander's prompt once and sets each ledger into its slot: the same text as
     rendering commander.md.j2 with that ledger, whatever the task lines hold."""
     from orchestrator.core.prompts import render
-    from orchestrator.room.room import Frame
+    from orchestrator.room.assembly import Frame
 
     for values in (dict(instructions="Be brief.", roster=[agent("a"), agent("b")], floor="commander",
                         tools=["bash", "read_file"], memory="Profile: likes {{ braces }}.", skills=""),

@@ -31,7 +31,7 @@ class Member:
     anonymous: bool = False
     mcp_loaded: set[str] = field(default_factory=set)  # MCP tools it loaded with find_tools: sent from then on
     prompt: tuple = (None, "", 0)  # its last system prompt: (what it was rendered from, the text, its tokens)
-    frame: tuple = (None, None)  # the commander's prompt without its ledger: (what it shows, room.Frame)
+    frame: tuple = (None, None)  # the commander's prompt without its ledger: (what it shows, assembly.Frame)
 
     @property
     def name(self) -> str:

@@ -21,22 +21,19 @@ from orchestrator.core.errors import (
 from orchestrator.core.events import CallUsage, Cancelled, Done, ErrorEvent, Event, ToolEnd, TurnStart
 from orchestrator.core.log import logger
 from orchestrator.core.passes import held
-from orchestrator.core.prompts import render
 from orchestrator.core.retry import RetryPolicy
-from orchestrator.core.tokens import estimate
 from orchestrator.core.types import Draft, Message, Request, TextBlock, ToolCallBlock, ToolResultBlock
 from orchestrator.engine.partition import Partition
-from orchestrator.engine.runner import CANCELLED, Agent, next_request, run_turn
+from orchestrator.engine.runner import Agent, next_request, run_turn
 from orchestrator.providers.base import Provider
 from orchestrator.providers.catalog import ModelInfo
 from orchestrator.providers.config import load_config
 from orchestrator.memory.knowledge import KnowledgeBase, for_store
 from orchestrator.memory.notes import Memory
 from orchestrator.mcplink.servers import Hub, default_log_dir, open_hub
-from orchestrator.mcplink.tools import find_tools, toolset
-from orchestrator.room import handback, toolbox
+from orchestrator.room import assembly, commits, toolbox
 from orchestrator.room.bus import Bus
-from orchestrator.room.commander import ASSIGNING, commander_tools
+from orchestrator.room.commander import commander_tools
 from orchestrator.room.floor import Floor
 from orchestrator.room.heap import freeze_startup
 from orchestrator.room.ledger import Ledger
@@ -54,14 +51,12 @@ from orchestrator.store.db import SqliteStore
 from orchestrator.store.records import RoomRecord
 from orchestrator.store.usage import PriceOf, UsageLog, UsageReport, UsageRow
 from orchestrator.team.schema import AgentDef, Team
-from orchestrator.tools.base import Registry
 from orchestrator.tools.jail import Settings, SettingsError
 from orchestrator.tools.kb_tool import kb_tool
 from orchestrator.tools.memory_tool import memory_tool
 from orchestrator.team import trust
 from orchestrator.tools.sandbox import store_files
 from orchestrator.tools.session import Answer, ToolSession
-from orchestrator.trace import semconv as sc
 from orchestrator.trace.spans import OFF, Span, active, current, root
 
 log = logger(__name__)
@@ -70,9 +65,6 @@ __all__ = ["COMMANDER", "USER", "Member", "Room", "TurnFailed", "check_team"]
 
 _MENTION = re.compile(r"@([a-z][a-z0-9_-]{0,31})\b")
 
-DEFAULT_WINDOW = 200_000
-_LEDGER_HEAD = estimate("Task ledger:\n")  # the commander prompt's heading over a ledger that is not empty
-_SLOT = "\x00ledger\x00"  # a ledger line no task has: where the frame's lines go
 Resolve = Callable[[str], tuple[Provider, str]]  # model string -> (provider, model id)
 Catalog = Callable[[str], "ModelInfo | None"]  # model string -> its window and compaction point, if known
 MAX_LINE = 100_000  # characters in one user line, from any surface; longer text belongs in a file
@@ -86,19 +78,6 @@ def checked_line(text: str) -> str:
     return text
 
 
-class Frame:
-    """The commander's prompt but its ledger, rendered once: with the ledger's lines set into its slot, the text
-    commander.md.j2 gives for them, without a render per assignment."""
-
-    def __init__(self, values: dict):
-        self.bare = render("commander.md.j2", ledger=[], **values)
-        self.tokens = estimate(self.bare)
-        self._head, self._tail = render("commander.md.j2", ledger=[_SLOT], **values).split(f"- {_SLOT}\n")
-
-    def text(self, ledger: list[str]) -> str:
-        return self._head + "".join(f"- {line}\n" for line in ledger) + self._tail if ledger else self.bare
-
-
 class Room:
     """A group chat. Open one with `Room.create` or `Room.open` inside `async with`."""
 
@@ -107,7 +86,7 @@ class Room:
                  library: Library | None = None, skill_roots: list[Root] = (), evolve: bool = False):
         self.store, self.record, self.team, self.workspace = store, record, team, workspace
         self.id = record.id
-        self._resolve, self._nursery, self._retry = resolve, nursery, retry
+        self.resolve, self._nursery, self.retry = resolve, nursery, retry
         self.members: dict[str, Member] = {COMMANDER: Member(_commander_spec(team), Partition(COMMANDER))}
         for spec in team.agents:
             self.members[spec.name] = Member(spec, Partition(spec.name))
@@ -141,7 +120,7 @@ class Room:
         self._commander_tools = commander_tools(self)
         self.mcp = mcp  # the process's MCP connections; the team's servers override the config file's
         self.mcp_servers = {**(mcp.servers if mcp else {}), **team.mcp_servers}
-        self._mcp_told: set[str] = set()  # problems already reported in this room
+        self.mcp_told: set[str] = set()  # MCP problems already reported in this room
         self.skills = RoomSkills(team, library or Library())
         self.skill_roots = list(skill_roots)  # read again by reload_skills
         self.evolve = evolve or team.evolve  # M5: a self-improvement pass once each line's work is done
@@ -400,7 +379,7 @@ class Room:
     async def _reflect(self, first: int) -> None:
         """The self-improvement pass over the line that began at seq `first`; it only stages proposals."""
         messages = [m for m in await self.store.load(self.id) if m.seq >= first]
-        provider, model = self._resolve(self.members[COMMANDER].spec.model)
+        provider, model = self.resolve(self.members[COMMANDER].spec.model)
         out = await reflect(provider, model, messages, self.skills.library, self.workspace,
                             await self.memory.snapshot(), self.id, self.bus.publish)
         if out.status == "proposed":
@@ -557,20 +536,16 @@ class Room:
         self.members[name] = member
         return member
 
-    async def turn(self, member: Member, mode: str, links: tuple[Span, ...] = (), *, at_once: bool = False) -> Done:
-        """Run one engine turn for `member`. `mode` decides who sees its words:
-        commander -> the user; visible -> the user and the commander; foreground -> the user
-        (the commander gets the report as a tool result); hidden -> nobody else.
-        `at_once`: its report is the next message the room commits (an assignment alone in its response, whose
-        tool result follows the turn's end with no wait): its last words commit in that transaction.
-        """
+    async def turn(self, member: Member, mode: commits.Mode, links: tuple[Span, ...] = (), *, at_once: bool = False) -> Done:
+        """Run one engine turn for `member`; `mode` decides who sees its words (commits.py). `at_once`: its report
+        is the next message the room commits, so its last words commit in that transaction."""
         async with held(member.lock):
             agent = await self._agent(member)
             self.bus.publish(TurnStart(ts=time.time(), agent=member.name))
             done: Done | None = None
             spent: list[UsageRow] = []
             try:
-                async with aclosing(run_turn(agent, member.partition, self._committer(member, mode, at_once),
+                async with aclosing(run_turn(agent, member.partition, commits.committer(self, member, mode, at_once),
                                              self.meter, links)) as events:
                     async for ev in events:
                         self.bus.publish(ev)
@@ -587,7 +562,7 @@ class Room:
                     self.bus.carry(self.usage.writer(spent), defer=True)
             assert done is not None
             if done.stop_reason == "max_tokens":
-                await self._cut_off(member, agent, done)
+                await commits.cut_off(self, member, agent, done)
             if self.tool_session.guard is not None and (said := self.tool_session.guard.report(member.name)):
                 await self.notice(said, [USER])
             return done
@@ -599,13 +574,6 @@ class Room:
                             cached_tokens=ev.cached_tokens, estimated=ev.estimated, seconds=ev.seconds)
         return UsageRow(room=self.id, ts=ev.ts, agent=ev.agent, provider=agent.provider.id, model=agent.model,
                         kind="tool", name=ev.name, seconds=ev.seconds)
-
-    async def _cut_off(self, member: Member, agent: Agent, done: Done) -> None:
-        """The user (and the commander, who coordinates) learn that a reply ended at the output limit, and
-        which call, if any, was not run."""
-        text = render("cut_reply.md.j2", agent=member.name, calls=", ".join(done.cut),
-                      model=f"{agent.provider.id}/{agent.model}")
-        await self.notice(text, list(dict.fromkeys([USER, COMMANDER, member.name])))
 
     async def next_request(self, name: str) -> Request:
         """What `name`'s model would be sent if it spoke now: its system prompt and the messages its
@@ -619,134 +587,13 @@ class Room:
         self.bus.publish(ErrorEvent(ts=time.time(), message=message, error_class=error_class, agent=member.name))
         return TurnFailed(message)
 
-    def _committer(self, member: Member, mode: str, at_once: bool = False):
-        audience = {
-            "commander": [COMMANDER, USER],
-            "visible": [member.name, USER, COMMANDER],
-            "foreground": [member.name, USER],
-            "hidden": [member.name],
-        }[mode]
-
-        async def commit(draft: Draft) -> Message | None:
-            handed = False
-            if draft.kind in ("text", "tool_call") and member.name != COMMANDER:
-                text, handed = handback.split(draft.text)
-            if draft.kind in ("text", "tool_call"):
-                blocks = draft.blocks
-                if handed:
-                    blocks = [TextBlock(text) if isinstance(b, TextBlock) else b for b in blocks]
-                    blocks = [b for b in blocks if not (isinstance(b, TextBlock) and not b.text)]
-                draft = msgspec.structs.replace(draft, blocks=blocks, visible_to=list(audience))
-            if draft.kind == "tool_call" and all(b.name in ASSIGNING for b in draft.blocks
-                                                 if isinstance(b, ToolCallBlock)):
-                # Its tools' first act is to post their task (commander.py, _assign): it commits in that transaction.
-                # Every call of a round gets a result posted, also when it is stopped (engine/runner.py, _run_calls).
-                self.bus.hold(draft)
-                return None
-            # A turn's last words record what they answer, in their own row: a host that takes the room over after
-            # a crash knows which lines still wait (leased.py), however the reply and later lines interleaved.
-            # Last words: a text, or the results of a round whose tool ended the turn (a handoff).
-            last = draft.kind == "text" or (draft.kind == "tool_result" and member.partition.ending)
-            answers = member.partition.read_seq if last else None
-            if at_once and draft.kind == "text" and not handed and not member.partition.unread:
-                # Its last words (the engine goes on after a text only for unread lines, and none can land before it
-                # decides): the tool result that carries its report is the room's next commit (commander.py, _work).
-                self.bus.hold(draft, answers)
-                return None
-            msg = await self.bus.post(draft, answers=answers)
-            if draft.kind == "tool_result":
-                res = draft.blocks[0]
-                if isinstance(res, ToolResultBlock) and res.content == CANCELLED:
-                    self.bus.publish(ToolEnd(ts=time.time(), agent=member.name, call_id=res.call_id,
-                                          name=res.name, result=res.content, is_error=True))
-            if handed and await self._floor.hand_back(member.name):
-                self.lines.event(sc.HANDBACK, member.name, COMMANDER)
-                await self._pending_after_handback(member)
-            return msg
-
-        return commit
-
-    async def _pending_after_handback(self, member: Member) -> None:
-        """Work that ran or ended while `member` held the floor: the commander is told and woken."""
-        pending = self.ledger.running() + self.ledger.unread()
-        if pending:
-            await self.notice(render("handback_pending.md.j2", agent=member.name,
-                                     tasks=[f"{t.id} {t.agent} [{t.status}]" for t in pending]), [COMMANDER],
-                              notify=(COMMANDER,))
-            self.wake(COMMANDER)
-
     def report_ready(self) -> None:
         """A background task ended: the commander reads it now, or at handback if it lacks the floor."""
         if self.floor == COMMANDER:
             self.wake(COMMANDER)
 
     async def _agent(self, member: Member) -> Agent:
-        """What the engine needs for one turn; the memory is frozen into the prompt here (M1)."""
-        spec = member.spec
-        model_string = spec.model or self.members[COMMANDER].spec.model
-        provider, model = self._resolve(model_string)
-        info = self.models(model_string) if self.models else None
-        window = spec.context_window or (info.context_window if info else DEFAULT_WINDOW)
-        tools = toolbox.registry(spec, self._room_tools)
-        if toolbox.grants(spec):
-            await self._add_mcp_tools(member, tools, window)
-        memory = await self.memory.snapshot()
-        if member.name == COMMANDER:
-            for t in self._commander_tools:
-                tools.add(t)
-        skills = self.skills.equip(spec, member.name == COMMANDER, tools, window)
-        if member.name == COMMANDER:
-            self._commander_prompt(member, tools.names(), memory, skills)
-        elif (inputs := ("worker", tools.names(), memory, skills)) != member.prompt[0]:  # rendered when it changed
-            text = render("worker.md.j2", name=spec.name, description=spec.description,
-                          instructions=spec.instructions, tools=tools.names(), interactive=spec.interactive,
-                          memory=memory, skills=skills)
-            member.prompt = (inputs, text, estimate(text))
-        _, system, system_tokens = member.prompt
-        return Agent(name=member.name, provider=provider, model=model, system=system, tools=tools,
-                     workspace=self.workspace, session=self.tool_session, retry=self._retry, cache_key=self.id,
-                     system_tokens=system_tokens,
-                     window=window, budget=spec.request_budget, compact_at=spec.compact_at or (info.compact_at if info else 0.8),
-                     thinking_budget=spec.thinking.budget_tokens if spec.thinking else None)
-
-    def _commander_prompt(self, member: Member, tools: list[str], memory: str, skills: str) -> None:
-        """The commander's system prompt, made again when what it shows changed. Its ledger changes with every
-        assignment: the rest (the frame) is rendered and estimated once per change of its own, each ledger line
-        once (Ledger.lines), and the lines are set into the frame's slot."""
-        roster = self.roster()
-        rest = (tools, memory, self.floor, [a.name for a in roster], skills)
-        ledger = self.ledger.lines(20)
-        if (rest, ledger) == member.prompt[0]:
-            return
-        if rest != member.frame[0]:
-            member.frame = (rest, Frame(dict(instructions=member.spec.instructions, roster=roster, floor=self.floor,
-                                             tools=tools, memory=memory, skills=skills)))
-        frame = member.frame[1]
-        member.prompt = ((rest, ledger), frame.text([line for line, _ in ledger]),
-                         frame.tokens + sum(n for _, n in ledger) + (_LEDGER_HEAD if ledger else 0))
-
-    async def _add_mcp_tools(self, member: Member, tools: Registry, window: int) -> None:
-        """The member's MCP tools; a server that started once stays up for every room of this process.
-        What is left out (a server down, a broken schema) is told once, to the user and the member."""
-        if self.mcp is None:
-            problems = ["MCP servers are granted but this room has no MCP hub (open one with open_hub)"]
-        else:
-            found = await toolset(self.mcp, self.mcp_servers, toolbox.grants(member.spec), window, member.mcp_loaded)
-            for t in found.tools:
-                tools.add(t)
-            if found.deferred:
-                def load(picked) -> None:
-                    for t in picked:
-                        if tools.get(t.name) is None:
-                            tools.add(t)
-                            member.mcp_loaded.add(t.name)
-                tools.add(find_tools(found.deferred, load))
-            problems = found.problems
-        for line in problems:
-            told = line.split("; next start attempt in")[0]
-            if told not in self._mcp_told:
-                self._mcp_told.add(told)
-                await self.bus.notice(line, [USER, member.name])
+        return await assembly.agent(self, member, self._commander_tools, self._room_tools)
 
     def roster(self) -> list[AgentDef]:
         return [m.spec for n, m in self.members.items() if n != COMMANDER and not m.anonymous]
