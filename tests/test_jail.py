@@ -272,7 +272,7 @@ def test_team_and_agent_sandbox_keys_are_checked_with_their_line(tmp_path):
 
 def test_the_room_layers_config_team_and_agent_settings(tmp_path, monkeypatch):
     from orchestrator.core.errors import InputError
-    from orchestrator.room.room import _sandboxes
+    from orchestrator.room.sandboxes import sandboxes as _sandboxes
     from orchestrator.team.schema import AgentDef, Team
 
     config = tmp_path / "config.toml"

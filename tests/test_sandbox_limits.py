@@ -199,7 +199,7 @@ def test_limits_are_parsed_from_settings_and_refused_clearly(tmp_path):
 
 def test_config_team_and_agent_limits_layer_and_a_bad_one_names_its_file(tmp_path, monkeypatch):
     from orchestrator.core.errors import InputError
-    from orchestrator.room.room import _sandboxes
+    from orchestrator.room.sandboxes import sandboxes as _sandboxes
     from orchestrator.team.schema import AgentDef, Team
 
     config = tmp_path / "config.toml"

@@ -6,22 +6,55 @@ assignment, so its prompt is a frame rendered once and the ledger's lines set in
 """
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any, Protocol
 
 from orchestrator.core.prompts import render
 from orchestrator.core.tokens import estimate
+from orchestrator.core.retry import RetryPolicy
 from orchestrator.engine.runner import Agent
+from orchestrator.mcplink.config import ServerConfig
+from orchestrator.mcplink.servers import Hub
 from orchestrator.mcplink.tools import find_tools, toolset
+from orchestrator.memory.notes import Memory
+from orchestrator.providers.base import Provider
+from orchestrator.providers.catalog import ModelInfo
 from orchestrator.room import toolbox
+from orchestrator.room.bus import Bus
+from orchestrator.room.ledger import Ledger
 from orchestrator.room.members import COMMANDER, USER, Member
+from orchestrator.room.skills import RoomSkills
+from orchestrator.team.schema import AgentDef
 from orchestrator.tools.base import Registry, Tool
-
-if TYPE_CHECKING:
-    from orchestrator.room.room import Room
+from orchestrator.tools.session import ToolSession
 
 DEFAULT_WINDOW = 200_000
 _LEDGER_HEAD = estimate("Task ledger:\n")  # the commander prompt's heading over a ledger that is not empty
 _SLOT = "\x00ledger\x00"  # a ledger line no task has: where the frame's lines go
+
+
+class Room(Protocol):
+    """What an agent's assembly reads of its room (room.py's Room)."""
+
+    id: str
+    members: dict[str, Member]
+    resolve: Callable[[str], tuple[Provider, str]]
+    models: Callable[[str], ModelInfo | None] | None
+    memory: Memory
+    skills: RoomSkills
+    workspace: Path
+    tool_session: ToolSession
+    retry: RetryPolicy
+    ledger: Ledger
+    bus: Bus
+    mcp: Hub | None
+    mcp_servers: dict[str, ServerConfig]
+    mcp_told: set[str]
+
+    @property
+    def floor(self) -> str: ...
+    def roster(self) -> list[AgentDef]: ...
 
 
 class Frame:

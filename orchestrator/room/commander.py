@@ -17,7 +17,7 @@ from orchestrator.core.types import Draft, TextBlock
 from orchestrator.room.bus import Bus
 from orchestrator.room.ledger import Ledger
 from orchestrator.room.lines import Lines
-from orchestrator.room.members import COMMANDER, USER, Member, TurnFailed
+from orchestrator.room.members import COMMANDER, USER, Member, Mode, TurnFailed
 from orchestrator.store.records import TaskRecord
 from orchestrator.team.schema import AgentDef
 from orchestrator.tools.base import Tool, ToolContext, ToolError, ToolOutput
@@ -36,7 +36,7 @@ class Host(Protocol):
 
     def roster(self) -> list[AgentDef]: ...
     def anonymous_member(self, call_id: str, batch: list[str]) -> Member: ...
-    async def turn(self, member: Member, mode: str, links: tuple[Span, ...] = (), *,
+    async def turn(self, member: Member, mode: Mode, links: tuple[Span, ...] = (), *,
                    at_once: bool = False) -> Done: ...
     def spawn(self, fn, *args) -> None: ...
     def wake(self, name: str) -> None: ...
@@ -84,7 +84,7 @@ async def _assign(room: Host, member: Member, task: str, kind: str, ctx: ToolCon
     return rec  # opened in the ledger by the bus as the commit landed (Bus.landed)
 
 
-async def _work(room: Host, member: Member, task_id: str, mode: str, links: tuple[Span, ...] = (), *,
+async def _work(room: Host, member: Member, task_id: str, mode: Mode, links: tuple[Span, ...] = (), *,
                 at_once: bool = False) -> str:
     """Run the assignment and close its ledger entry, whatever way it ends. `at_once`: the call is its response's
     only one, so its result is committed as soon as this returns (see Room.turn)."""
@@ -132,7 +132,7 @@ def commander_tools(room: Host) -> list[Tool]:
         if args.agent:
             member = _member(room, args.agent)
             rec = await _assign(room, member, args.task, "worker", ctx, visible_to=[member.name, USER])
-            mode = "foreground"
+            mode: Mode = "foreground"
         else:
             anonymous = [c.id for c in ctx.siblings if c.name == "run_worker" and not c.input.get("agent")]
             member = room.anonymous_member(ctx.call_id, anonymous)

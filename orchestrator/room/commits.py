@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Awaitable, Callable
-from typing import TYPE_CHECKING, Literal
+from typing import Protocol
 
 import msgspec
 
@@ -17,19 +17,28 @@ from orchestrator.core.prompts import render
 from orchestrator.core.types import Draft, Message, TextBlock, ToolCallBlock, ToolResultBlock
 from orchestrator.engine.runner import CANCELLED, Agent
 from orchestrator.room import handback
+from orchestrator.room.bus import Bus
 from orchestrator.room.commander import ASSIGNING
-from orchestrator.room.members import COMMANDER, USER, Member
+from orchestrator.room.floor import Floor
+from orchestrator.room.ledger import Ledger
+from orchestrator.room.lines import Lines
+from orchestrator.room.members import COMMANDER, USER, Member, Mode
 from orchestrator.trace import semconv as sc
 
-if TYPE_CHECKING:
-    from orchestrator.room.room import Room
+class Room(Protocol):
+    """What the commit policy uses of its room (room.py's Room)."""
 
-Mode = Literal["commander", "visible", "foreground", "hidden"]
+    bus: Bus
+    ledger: Ledger
+    lines: Lines
+    _floor: Floor
+
+    async def notice(self, text: str, visible_to: list[str], notify: tuple[str, ...] = ()) -> Message: ...
+    def wake(self, name: str) -> None: ...
 
 
 def audience(mode: Mode, name: str) -> list[str]:
-    """Who sees the words of `name`'s turn: commander -> the user; visible -> the user and the commander;
-    foreground -> the user (the commander gets the report as a tool result); hidden -> nobody else."""
+    """Who sees the words of `name`'s turn (the modes: members.py)."""
     return {"commander": [COMMANDER, USER], "visible": [name, USER, COMMANDER], "foreground": [name, USER],
             "hidden": [name]}[mode]
 

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass, field
+from typing import Literal
 
 import trio
 
@@ -16,6 +17,9 @@ from orchestrator.team.schema import AgentDef
 
 COMMANDER, USER, ROOM = "commander", "user", "room"  # ROOM authors the room's own notices
 ANONYMOUS = re.compile(r"worker(?:-(\d+))?")
+# Who sees a turn's words (room/commits.py): commander -> the user; visible -> the user and the commander;
+# foreground -> the user (the commander gets the report as a tool result); hidden -> nobody else.
+Mode = Literal["commander", "visible", "foreground", "hidden"]
 
 
 class TurnFailed(OrchestratorError):

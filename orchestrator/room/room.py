@@ -10,7 +10,7 @@ import sys
 import time
 from contextlib import AsyncExitStack, aclosing, asynccontextmanager
 from pathlib import Path
-from typing import AsyncIterator, Callable
+from typing import AsyncIterator, Callable, Sequence
 
 import msgspec
 import trio
@@ -27,11 +27,11 @@ from orchestrator.engine.partition import Partition
 from orchestrator.engine.runner import Agent, next_request, run_turn
 from orchestrator.providers.base import Provider
 from orchestrator.providers.catalog import ModelInfo
-from orchestrator.providers.config import load_config
 from orchestrator.memory.knowledge import KnowledgeBase, for_store
 from orchestrator.memory.notes import Memory
 from orchestrator.mcplink.servers import Hub, default_log_dir, open_hub
-from orchestrator.room import assembly, commits, toolbox
+from orchestrator.room import assembly, commits, improvement, toolbox
+from orchestrator.room.sandboxes import sandboxes, store_paths
 from orchestrator.room.bus import Bus
 from orchestrator.room.commander import commander_tools
 from orchestrator.room.floor import Floor
@@ -39,23 +39,18 @@ from orchestrator.room.heap import freeze_startup
 from orchestrator.room.ledger import Ledger
 from orchestrator.room.limits import Meter, deadline
 from orchestrator.room.lines import Lines
-from orchestrator.room.members import ANONYMOUS, COMMANDER, USER, Member, TurnFailed, anonymous_name
+from orchestrator.room.members import ANONYMOUS, COMMANDER, USER, Member, Mode, TurnFailed, anonymous_name
 from orchestrator.room.questions import Questions
 from orchestrator.room.toolbox import check_team
-from orchestrator.room.skills import RoomSkills, check_skills, decide, default_roots, reflect
-from orchestrator.skills import proposals
+from orchestrator.room.skills import RoomSkills, check_skills, default_roots
 from orchestrator.skills.activation import NAME as ACTIVATE
 from orchestrator.skills.library import Library, Root, discover
 from orchestrator.store.contract import Store
-from orchestrator.store.db import SqliteStore
 from orchestrator.store.records import RoomRecord
 from orchestrator.store.usage import PriceOf, UsageLog, UsageReport, UsageRow
 from orchestrator.team.schema import AgentDef, Team
-from orchestrator.tools.jail import Settings, SettingsError
 from orchestrator.tools.kb_tool import kb_tool
 from orchestrator.tools.memory_tool import memory_tool
-from orchestrator.team import trust
-from orchestrator.tools.sandbox import store_files
 from orchestrator.tools.session import Answer, ToolSession
 from orchestrator.trace.spans import OFF, Span, active, current, root
 
@@ -83,7 +78,7 @@ class Room:
 
     def __init__(self, store: Store, record: RoomRecord, team: Team, resolve: Resolve, workspace: Path,
                  nursery: trio.Nursery, retry: RetryPolicy, can_confirm: bool = False, mcp: Hub | None = None,
-                 library: Library | None = None, skill_roots: list[Root] = (), evolve: bool = False):
+                 library: Library | None = None, skill_roots: Sequence[Root] = (), evolve: bool = False):
         self.store, self.record, self.team, self.workspace = store, record, team, workspace
         self.id = record.id
         self.resolve, self._nursery, self.retry = resolve, nursery, retry
@@ -108,10 +103,10 @@ class Room:
         self._deferred_writer: trio.CancelScope | None = None  # waiting to write the bus's deferred rows
         self._closing = False  # its close has begun: no writer is started, the close writes what waits
         self.meter = self._new_meter()
-        room_sandbox, agent_sandbox = _sandboxes(team, workspace)
+        room_sandbox, agent_sandbox = sandboxes(team, workspace)
         self.tool_session = ToolSession(workspace, ask=self.questions.ask, spawn=self.spawn_job,
                                         sandbox=room_sandbox, agent_sandbox=agent_sandbox,
-                                        private=_store_files(store))
+                                        private=store_paths(store))
         self.memory = Memory(store)
         self.knowledge: KnowledgeBase | None = None  # opened with the room
         self.models: Catalog | None = None  # real windows and compaction points by model string
@@ -335,7 +330,7 @@ class Room:
     def _task_ended(self) -> None:
         self._running -= 1
         if self._running == 0 and self._line_seq is not None and not self._halting:
-            self.spawn(self._reflect, self._line_seq)  # counted: idle() waits for the pass too
+            self.spawn(improvement.reflect_on, self, self._line_seq)  # counted: idle() waits for the pass too
             self._line_seq = None
         if self._running == 0 and self.bus.carrying:
             self.spawn(self.bus.flush)  # a task's row that rode no message is written before the room counts as idle
@@ -376,33 +371,13 @@ class Room:
                 raise
             log.exception("usage rows not written as the room closed")
 
-    async def _reflect(self, first: int) -> None:
-        """The self-improvement pass over the line that began at seq `first`; it only stages proposals."""
-        messages = [m for m in await self.store.load(self.id) if m.seq >= first]
-        provider, model = self.resolve(self.members[COMMANDER].spec.model)
-        out = await reflect(provider, model, messages, self.skills.library, self.workspace,
-                            await self.memory.snapshot(), self.id, self.bus.publish)
-        if out.status == "proposed":
-            await self.notice(f"Proposed by the self-improvement pass: {out.reason}. Accept or reject it with "
-                              "/proposals or `orchestrator skills review`.", [USER])
-
     async def reload_skills(self) -> None:
         """Read the skill roots again (after a proposal was accepted, say); the next turn sees the change."""
         self.skills.library = await trio.to_thread.run_sync(discover, self.skill_roots)
 
     async def review(self, accept: bool, ident: str = "all") -> list[str]:
         """Accept or reject staged proposals (`ident`: an id prefix, or all); one line per proposal."""
-        if ident == "all":
-            chosen = await trio.to_thread.run_sync(proposals.pending, self.workspace)
-        else:
-            chosen = [await trio.to_thread.run_sync(proposals.find, self.workspace, ident)]
-        before = await trio.to_thread.run_sync(trust.survey, self.workspace) if accept else None
-        said = [await decide(s, accept, self.skills.library, self.workspace, self.memory) for s in chosen]
-        if before is not None and chosen:
-            after = await trio.to_thread.run_sync(trust.survey, self.workspace)
-            await trio.to_thread.run_sync(trust.vouch, before, after)  # what the user accepted is theirs
-            await self.reload_skills()
-        return said or ["there are no pending proposals"]
+        return await improvement.review(self, accept, ident)
 
     @property
     def busy(self) -> bool:
@@ -536,7 +511,7 @@ class Room:
         self.members[name] = member
         return member
 
-    async def turn(self, member: Member, mode: commits.Mode, links: tuple[Span, ...] = (), *, at_once: bool = False) -> Done:
+    async def turn(self, member: Member, mode: Mode, links: tuple[Span, ...] = (), *, at_once: bool = False) -> Done:
         """Run one engine turn for `member`; `mode` decides who sees its words (commits.py). `at_once`: its report
         is the next message the room commits, so its last words commit in that transaction."""
         async with held(member.lock):
@@ -612,24 +587,3 @@ def _explain(exc: ProviderError) -> str:
     retried = "retried until the attempts ran out" if exc.retryable else "not retried"
     hint = " Check the API key and the account." if exc.account else ""
     return f"{where}the model call failed ({exc.kind}, {retried}): {str(exc).rstrip('.')}.{hint}"
-
-
-def _store_files(store: Store) -> tuple[Path, ...]:
-    """The database file and its companions, for no command or tool to see (a PostgreSQL store has none)."""
-    return store_files(Path(store.name)) if isinstance(store, SqliteStore) and store.name != ":memory:" else ()
-
-
-def _sandboxes(team: Team, workspace: Path) -> tuple[Settings, dict[str, Settings]]:
-    """The shell sandbox of the room (config.toml's [sandbox], then the team's) and of agents with their own."""
-    config = load_config()
-    try:
-        room = Settings.parse(config.sandbox, base=workspace)
-    except SettingsError as exc:
-        raise InputError(f"{config.path}: [sandbox]: {exc}") from None
-    try:
-        room = room.over(team.sandbox, base=workspace)
-        agents = {a.name or COMMANDER: room.over(a.sandbox, base=workspace)
-                  for a in (team.commander, *team.agents) if a.sandbox is not None}
-    except SettingsError as exc:
-        raise InputError(f"team: {exc}") from None
-    return room, agents
