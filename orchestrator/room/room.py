@@ -10,7 +10,7 @@ import sys
 import time
 from contextlib import AsyncExitStack, aclosing, asynccontextmanager
 from pathlib import Path
-from typing import AsyncIterator, Callable, Sequence
+from typing import AsyncIterator, Callable
 
 import msgspec
 import trio
@@ -25,12 +25,11 @@ from orchestrator.core.retry import RetryPolicy
 from orchestrator.core.types import Draft, Message, Request, TextBlock, ToolCallBlock, ToolResultBlock
 from orchestrator.engine.partition import Partition
 from orchestrator.engine.runner import Agent, next_request, run_turn
-from orchestrator.providers.base import Provider
-from orchestrator.providers.catalog import ModelInfo
 from orchestrator.memory.knowledge import KnowledgeBase, for_store
 from orchestrator.memory.notes import Memory
 from orchestrator.mcplink.servers import Hub, default_log_dir, open_hub
 from orchestrator.room import assembly, commits, improvement, toolbox
+from orchestrator.room.opening import Catalog, Opening, Resolve, opening
 from orchestrator.room.sandboxes import sandboxes, store_paths
 from orchestrator.room.bus import Bus
 from orchestrator.room.commander import commander_tools
@@ -42,9 +41,9 @@ from orchestrator.room.lines import Lines
 from orchestrator.room.members import ANONYMOUS, COMMANDER, USER, Member, Mode, TurnFailed, anonymous_name
 from orchestrator.room.questions import Questions
 from orchestrator.room.toolbox import check_team
-from orchestrator.room.skills import RoomSkills, check_skills, default_roots
+from orchestrator.room.skills import RoomSkills
 from orchestrator.skills.activation import NAME as ACTIVATE
-from orchestrator.skills.library import Library, Root, discover
+from orchestrator.skills.library import Root, discover
 from orchestrator.store.contract import Store
 from orchestrator.store.records import RoomRecord
 from orchestrator.store.usage import PriceOf, UsageLog, UsageReport, UsageRow
@@ -60,8 +59,6 @@ __all__ = ["COMMANDER", "USER", "Member", "Room", "TurnFailed", "check_team"]
 
 _MENTION = re.compile(r"@([a-z][a-z0-9_-]{0,31})\b")
 
-Resolve = Callable[[str], tuple[Provider, str]]  # model string -> (provider, model id)
-Catalog = Callable[[str], "ModelInfo | None"]  # model string -> its window and compaction point, if known
 MAX_LINE = 100_000  # characters in one user line, from any surface; longer text belongs in a file
 
 
@@ -76,12 +73,11 @@ def checked_line(text: str) -> str:
 class Room:
     """A group chat. Open one with `Room.create` or `Room.open` inside `async with`."""
 
-    def __init__(self, store: Store, record: RoomRecord, team: Team, resolve: Resolve, workspace: Path,
-                 nursery: trio.Nursery, retry: RetryPolicy, can_confirm: bool = False, mcp: Hub | None = None,
-                 library: Library | None = None, skill_roots: Sequence[Root] = (), evolve: bool = False):
+    def __init__(self, given: Opening, record: RoomRecord, nursery: trio.Nursery, mcp: Hub | None):
+        store, team, workspace = given.store, given.team, given.workspace
         self.store, self.record, self.team, self.workspace = store, record, team, workspace
         self.id = record.id
-        self.resolve, self._nursery, self.retry = resolve, nursery, retry
+        self.resolve, self._nursery, self.retry = given.resolve, nursery, given.retry
         self.members: dict[str, Member] = {COMMANDER: Member(_commander_spec(team), Partition(COMMANDER))}
         for spec in team.agents:
             self.members[spec.name] = Member(spec, Partition(spec.name))
@@ -89,7 +85,7 @@ class Room:
         self._floor = Floor(store, self.id, record.floor, self.bus.publish)
         self.ledger = Ledger(store, self.id, self.bus.publish, nursery.start_soon, self.bus.carry)
         self.bus.landed = self.ledger.opened
-        self.questions = Questions(self.bus.publish, self.bus.notice, self._wake_waiters, can_confirm)
+        self.questions = Questions(self.bus.publish, self.bus.notice, self._wake_waiters, given.can_confirm)
         self.lines = Lines(record.name, self.id)  # each user line's trace
         self.usage = UsageLog(store)  # what each model call and tool run spent
         self._scopes: set[trio.CancelScope] = set()
@@ -109,16 +105,16 @@ class Room:
                                         private=store_paths(store))
         self.memory = Memory(store)
         self.knowledge: KnowledgeBase | None = None  # opened with the room
-        self.models: Catalog | None = None  # real windows and compaction points by model string
+        self.models = given.models  # real windows and compaction points by model string
         self._room_tools = {"memory": memory_tool(self.memory)}
         self.workers = trio.CapacityLimiter(team.limits.max_workers or 1_000_000)  # queues extra workers
         self._commander_tools = commander_tools(self)
         self.mcp = mcp  # the process's MCP connections; the team's servers override the config file's
         self.mcp_servers = {**(mcp.servers if mcp else {}), **team.mcp_servers}
         self.mcp_told: set[str] = set()  # MCP problems already reported in this room
-        self.skills = RoomSkills(team, library or Library())
-        self.skill_roots = list(skill_roots)  # read again by reload_skills
-        self.evolve = evolve or team.evolve  # M5: a self-improvement pass once each line's work is done
+        self.skills = RoomSkills(team, given.library)
+        self.skill_roots = given.skill_roots  # read again by reload_skills
+        self.evolve = given.evolve or team.evolve  # M5: a self-improvement pass once each line's work is done
         self._line_seq: int | None = None  # the user line the pass will review, until it runs
 
     # --- opening and closing -------------------------------------------------------------
@@ -136,14 +132,11 @@ class Room:
         `evolve`: the self-improvement pass after each line, on top of the team's `evolve`."""
         workspace = Path(workspace or Path.cwd()).resolve()
         check_team(team)
-        if skill_roots is None:  # config.toml is read, and so are the folders: off the event loop
-            skill_roots = await trio.to_thread.run_sync(default_roots, workspace)
-        library = await trio.to_thread.run_sync(discover, skill_roots)
-        check_skills(team, library)
+        given = await opening(store, team, resolve, workspace, skill_roots, retry=retry, on_event=on_event,
+                              can_confirm=can_confirm, knowledge=knowledge, models=models, mcp=mcp, evolve=evolve)
         meta = {"team": msgspec.to_builtins(toolbox.storable(team)), "workspace": str(workspace)}
         record = await store.create_room(name, floor=COMMANDER, meta=meta)
-        async with cls._running_room(store, record, team, resolve, workspace, retry, [], on_event,
-                                     can_confirm, knowledge, models, mcp, library, skill_roots, evolve) as room:
+        async with cls._running(given, record, []) as room:
             if blocked := room.skills.blocked():
                 await room.notice(blocked, [USER])
             yield room
@@ -166,43 +159,27 @@ class Room:
         else:
             check_team(team)
         workspace = Path(record.meta.get("workspace") or Path.cwd())
-        if skill_roots is None:  # config.toml is read, and so are the folders: off the event loop
-            skill_roots = await trio.to_thread.run_sync(default_roots, workspace)
-        library = await trio.to_thread.run_sync(discover, skill_roots)
-        check_skills(team, library)
+        given = await opening(store, team, resolve, workspace, skill_roots, retry=retry, on_event=on_event,
+                              can_confirm=can_confirm, knowledge=knowledge, models=models, mcp=mcp, evolve=evolve)
         messages = await store.load(record.id, size=record.messages)
-        async with cls._running_room(store, record, team, resolve, workspace, retry, messages, on_event,
-                                     can_confirm, knowledge, models, mcp, library, skill_roots, evolve) as room:
+        async with cls._running(given, record, messages) as room:
             yield room
 
     @classmethod
     @asynccontextmanager
-    async def _running_room(cls, store, record, team, resolve, workspace, retry, messages,
-                            on_event, can_confirm, knowledge, models, mcp, library, skill_roots,
-                            evolve) -> AsyncIterator[Room]:
-        async with AsyncExitStack() as stack:
-            if mcp is None and team.mcp_servers:  # a caller with no hub of its own: this room's, closed with it
-                mcp = await stack.enter_async_context(open_hub(default_log_dir()))
-            async with cls._nursery_room(store, record, team, resolve, workspace, retry, messages, on_event,
-                                         can_confirm, knowledge, models, mcp, library, skill_roots,
-                                         evolve) as room:
-                yield room
-
-    @classmethod
-    @asynccontextmanager
-    async def _nursery_room(cls, store, record, team, resolve, workspace, retry, messages,
-                            on_event, can_confirm, knowledge, models, mcp, library, skill_roots,
-                            evolve) -> AsyncIterator[Room]:
+    async def _running(cls, given: Opening, record: RoomRecord, messages: list[Message]) -> AsyncIterator[Room]:
         room = None
         freeze_startup()
         try:
-            async with trio.open_nursery() as nursery:
-                room = cls(store, record, team, resolve, workspace, nursery, retry, can_confirm, mcp, library,
-                           skill_roots, evolve)
-                if on_event:
-                    room.subscribe(on_event)
-                room.models = models
-                room.knowledge = knowledge or await for_store(store)
+            async with AsyncExitStack() as stack:
+                mcp = given.mcp
+                if mcp is None and given.team.mcp_servers:  # a caller with no hub of its own: the room's
+                    mcp = await stack.enter_async_context(open_hub(default_log_dir()))
+                nursery = await stack.enter_async_context(trio.open_nursery())
+                room = cls(given, record, nursery, mcp)
+                if given.on_event:
+                    room.subscribe(given.on_event)
+                room.knowledge = given.knowledge or await for_store(given.store)
                 room._room_tools["search_knowledge"] = kb_tool(room.knowledge)
                 await room.usage.ready()
                 await room._restore(messages)
