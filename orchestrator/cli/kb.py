@@ -102,7 +102,8 @@ _FIND_IO = trio.CapacityLimiter(1)  # one walk at a time: `kb add` names its fol
 
 async def cmd_add(args: argparse.Namespace) -> int:
     passed: Counter[str] = Counter()
-    disk, links = CheckedDisk(), []
+    disk = CheckedDisk()
+    links: list[Path] = []
     files, problems = await trio.to_thread.run_sync(partial(find_files, args.paths, passed, disk=disk, links=links),
                                                     limiter=_FIND_IO)
     counts: Counter[str] = Counter()

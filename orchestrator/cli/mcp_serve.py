@@ -38,12 +38,15 @@ class Rooms:
 
     @asynccontextmanager
     async def room(self, ref: str | None) -> AsyncIterator[Room]:
-        if ref is not None and ref not in self.host.rooms and await self.store.room(ref) is None:
+        host = self.host
+        assert host is not None  # tools are served only once the host is open
+        if ref is not None and ref not in host.rooms and await self.store.room(ref) is None:
             raise RoomNotFound(f"no room {ref!r}; list_rooms shows the rooms there are")
-        async with self.host.room(ref, name=self.setup.name, workspace=self.setup.workspace) as room:
+        async with host.room(ref, name=self.setup.name, workspace=self.setup.workspace) as room:
             yield room
 
     def busy(self, room_id: str) -> bool:
+        assert self.host is not None  # tools are served only once the host is open
         room = self.host.rooms.get(room_id)
         return room is not None and room.busy
 
@@ -125,7 +128,7 @@ def build(rooms: Rooms) -> MCPServer:
                        f"{text}\n\n[room {opened.id}]")
 
     @server.tool(description="The rooms in this server's database, newest last.",
-                 annotations=ToolAnnotations(readOnlyHint=True), structured_output=False)
+                 annotations=ToolAnnotations(read_only_hint=True), structured_output=False)
     async def list_rooms() -> CallToolResult:
         listed = [{"id": r.id, "name": r.name, "floor": r.floor, "messages": r.messages,
                    "busy": rooms.busy(r.id)} for r in await rooms.store.rooms()]
@@ -134,7 +137,7 @@ def build(rooms: Rooms) -> MCPServer:
         return _result({"rooms": listed}, "\n".join(lines) or "(no rooms yet)")
 
     @server.tool(description="What the user sees of a room: its texts and notices after `since_seq`.",
-                 annotations=ToolAnnotations(readOnlyHint=True), structured_output=False)
+                 annotations=ToolAnnotations(read_only_hint=True), structured_output=False)
     async def read_room(room: str, since_seq: int = 0) -> CallToolResult:
         record = await rooms.store.room(room)
         if record is None:

@@ -35,7 +35,7 @@ def _databases(args) -> list[Path | str]:
             raise InputError(f"{args.db}: no such database; pass --db PATH or set ORCHESTRATOR_DB")
         return [args.db]
     chat = default_db()
-    return [db for db in (chat, *run_dbs()) if is_url(db) or db.exists()]
+    return [db for db in (chat, *run_dbs()) if is_url(db) or Path(db).exists()]
 
 
 async def _listed(dbs: list[Path | str]) -> list[tuple[Path | str, RoomRecord]]:
@@ -62,7 +62,7 @@ async def cmd_rooms(args) -> int:
             print(msgspec.json.encode({"id": r.id, "name": r.name, "created": r.created, "floor": r.floor,
                                        "messages": r.messages, "db": str(db)}).decode())
             continue
-        group = "scenario runs" if not is_url(db) and db.parent == runs_dir() and args.db is None else str(db)
+        group = "scenario runs" if not is_url(db) and Path(db).parent == runs_dir() and args.db is None else str(db)
         if group != heading and (args.db is None):
             print(f"{group}:" if group == "scenario runs" else f"chat rooms ({db}):")
             heading = group
@@ -70,7 +70,7 @@ async def cmd_rooms(args) -> int:
     return 0
 
 
-async def find_room(args) -> tuple[Path, RoomRecord]:
+async def find_room(args) -> tuple[Path | str, RoomRecord]:
     """The room `args.room` names across the databases: an exact id, a unique id prefix, else a name
     (the newest of that name, saying so when there are others)."""
     listed = await _listed(_databases(args))

@@ -132,6 +132,7 @@ async def cmd_check(args) -> int:
             else:
                 from orchestrator.store.postgres import scratch
                 async with scratch(args.db, scn.name) as db:
+                    # run_scenario's `db: Path | None` (scenario/runner.py) omits the URL it opens as well.
                     result = await run_scenario(scn, db=db)
         except InputError as exc:
             bad += 1

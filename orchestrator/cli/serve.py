@@ -129,7 +129,7 @@ async def _work(args: argparse.Namespace, sock: socket.socket, token: str, annou
         config.bind = [f"fd://{sock.detach()}"]
         config.loglevel = "WARNING"
         config.graceful_timeout = 1.0
-        stops = (signal.SIGINT, signal.SIGTERM)
+        stops: tuple[signal.Signals, ...] = (signal.SIGINT, signal.SIGTERM)
         if announce is None:  # a worker: Ctrl-C reaches the whole process group, and the supervisor stops it
             signal.signal(signal.SIGINT, signal.SIG_IGN)
             stops = (signal.SIGTERM,)
@@ -137,6 +137,7 @@ async def _work(args: argparse.Namespace, sock: socket.socket, token: str, annou
             async with trio.open_nursery() as nursery:
                 async with Host.open(store, room_models(args, setup), name=f"{socket.gethostname()}:{os.getpid()}",
                                      seconds=args.lease) as host:
+                    # Guard takes `scope: dict` (web/guard.py), hypercorn's Scope is a union of TypedDicts.
                     nursery.start_soon(serve, build_app(host, token, hosts), config)
                     async for _ in signals:
                         break
@@ -275,6 +276,7 @@ def room_models(args: argparse.Namespace, setup: Setup) -> Any:
         return resolve
 
     explicit = setup.team if (args.team or args.scripted) else None
+    assert setup.team is not None  # serve resumes no room (resume=None), so its set-up always has a team
     return Models(team=explicit, new_team=setup.team, resolver=resolver, catalog=setup.models,
                   workspace=setup.workspace, mcp=setup.mcp)
 

@@ -89,7 +89,9 @@ async def cmd_show(args) -> int:
         print(f"{entry.name}: {entry.status} ({entry.folder}): {entry.reason}")
         return 1
     print(f"{skill.name}  [{lib.roots[skill.name]}, {lib.tiers[skill.name]}]  {skill.folder}")
-    for note in lib.entry(skill.name).notes:  # what it overrides, and what its commands would ask first
+    entry = lib.entry(skill.name)
+    assert entry is not None  # the library found this skill, so it has its entry
+    for note in entry.notes:  # what it overrides, and what its commands would ask first
         print(f"note: {note}")
     print(f"description: {skill.description}")
     for label, value in (("license", skill.license), ("compatibility", skill.compatibility)):

@@ -7,7 +7,10 @@ from __future__ import annotations
 
 import logging
 import sys
-from typing import Any
+from typing import TYPE_CHECKING, Any, TextIO
+
+if TYPE_CHECKING:
+    from structlog.typing import Processor
 
 
 class logger:  # noqa: N801 - used as a function: log = logger(__name__)
@@ -27,8 +30,9 @@ class logger:  # noqa: N801 - used as a function: log = logger(__name__)
 def configure(*, debug: bool = False, json_file: str | None = None) -> None:
     import structlog
 
-    shared = [structlog.contextvars.merge_contextvars, structlog.processors.add_log_level,
+    shared: list[Processor] = [structlog.contextvars.merge_contextvars, structlog.processors.add_log_level,
               structlog.processors.TimeStamper(fmt="iso", utc=True)]
+    out: TextIO
     if json_file:
         out = open(json_file, "a", buffering=1, encoding="utf-8")  # noqa: SIM115 - lives as long as the process
         processors = shared + [structlog.processors.dict_tracebacks, structlog.processors.JSONRenderer()]

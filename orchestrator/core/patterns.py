@@ -12,7 +12,8 @@ class Pattern:
     __slots__ = ("_source", "_flags", "_compiled")
 
     def __init__(self, source: str, flags: int = 0):
-        self._source, self._flags, self._compiled = source, flags, None
+        self._source, self._flags = source, flags
+        self._compiled: re.Pattern[str] | None = None
 
     def __getattr__(self, name: str) -> Any:
         if self._compiled is None:

@@ -85,8 +85,8 @@ def _shown(value: Any, fn) -> Any:
         items = [_shown(v, fn) for v in value]
         return value if all(a is b for a, b in zip(items, value)) else items
     if isinstance(value, dict):
-        items = {k: _shown(v, fn) for k, v in value.items()}
-        return value if all(items[k] is v for k, v in value.items()) else items
+        entries = {k: _shown(v, fn) for k, v in value.items()}
+        return value if all(entries[k] is v for k, v in value.items()) else entries
     if isinstance(value, msgspec.Struct):
         changes = {f.name: n for f in msgspec.structs.fields(value)
                    if (n := _shown(getattr(value, f.name), fn)) is not getattr(value, f.name)}

@@ -10,7 +10,7 @@ from contextlib import aclosing
 from dataclasses import dataclass, field
 from functools import lru_cache
 from pathlib import Path
-from typing import AsyncIterator, Awaitable, Callable, Protocol
+from typing import AsyncGenerator, Awaitable, Callable, Protocol, Sequence
 
 import trio
 
@@ -93,7 +93,7 @@ def _draft(agent: Agent, kind: MessageKind, blocks: list[Block], provider: str =
 
 
 async def run_turn(agent: Agent, partition: Partition, commit: Commit, meter: Meter | None = None,
-                   links: tuple[Span, ...] = ()) -> AsyncIterator[Event]:
+                   links: tuple[Span, ...] = ()) -> AsyncGenerator[Event, None]:
     """One turn over `partition`: model call, tools, again, until the model stops calling tools.
 
     The caller has already committed the user's line (S3). Drafts passed to `commit` carry
@@ -133,10 +133,10 @@ async def run_turn(agent: Agent, partition: Partition, commit: Commit, meter: Me
                 try:
                     try:
                         async with aclosing(agent.provider.stream(request)) as stream:
-                            async for ev in stream:
-                                asm.feed(ev)
-                                if isinstance(ev, TextDelta):
-                                    yield TextDeltaEvent(ts=time.time(), agent=agent.name, text=ev.text)
+                            async for delta in stream:
+                                asm.feed(delta)
+                                if isinstance(delta, TextDelta):
+                                    yield TextDeltaEvent(ts=time.time(), agent=agent.name, text=delta.text)
                     except BaseException as exc:
                         chat.end(exc)
                         raise
@@ -169,7 +169,7 @@ async def run_turn(agent: Agent, partition: Partition, commit: Commit, meter: Me
                                           agent.provider.id, agent.model))
             # No counts from the provider: the partition has just estimated what came back.
             call = response.usage or telemetry.estimated_usage(sent, response.blocks,
-                                                               msg and partition.size_of(msg.id))
+                                                               partition.size_of(msg.id) if msg else None)
             telemetry.end_chat(chat, agent.model, call, response.usage is None, response.stop_reason, response.blocks)
             usage = Usage(usage.input + call.input, usage.output + call.output, usage.cached + call.cached)
             yield CallUsage(ts=time.time(), agent=agent.name, provider=agent.provider.id, model=agent.model,
@@ -188,8 +188,8 @@ async def run_turn(agent: Agent, partition: Partition, commit: Commit, meter: Me
             ended: list[str] = []
             async with aclosing(_run_calls(agent, calls, verdicts, commit, ended, response.cut, span,
                                            partition)) as round_events:
-                async for ev in round_events:
-                    yield ev
+                async for round_event in round_events:
+                    yield round_event
             if "nudge" in verdicts:
                 await commit(_draft(agent, "notice", [TextBlock(render("loop_nudge.md.j2", count=guard.count))]))
             if "stop" in verdicts:
@@ -212,7 +212,7 @@ def _compacted(agent: Agent, span: Span, done: tuple[int, int]) -> Compaction:
 
 
 def _done(span: Span, agent: Agent, stop_reason: str, result: str, usage: Usage,
-          cut: list[str] = ()) -> Done:
+          cut: Sequence[str] = ()) -> Done:
     """The turn's last event; its span ends here, whatever the consumer does after reading it."""
     if span.recording:
         span.update({sc.STOP_REASON: stop_reason, sc.USAGE_INPUT_TOKENS: usage.input,
@@ -241,11 +241,14 @@ def _request(agent: Agent, partition: Partition, specs: list, fixed: int) -> Req
 
 async def _run_calls(agent: Agent, calls: list[ToolCallBlock], verdicts: list[str],
                      commit: Commit, ended: list[str], cut: dict[str, str], span: Span,
-                     partition: Partition) -> AsyncIterator[Event]:
+                     partition: Partition) -> AsyncGenerator[Event, None]:
     """Execute, then commit results in declared order; on cancel, every open call gets a result.
 
     Calls whose verdict is "stop" (the loop guard) or "cut" (incomplete arguments) are answered, not run.
     """
+    session = agent.session
+    if session is None:  # never: Agent.__post_init__ makes one
+        raise RuntimeError(f"agent {agent.name} has no tool session")
     answered: set[str] = set()
     try:
         for group in groups(calls, agent.tools):
@@ -255,7 +258,7 @@ async def _run_calls(agent: Agent, calls: list[ToolCallBlock], verdicts: list[st
             runnable = [c for c, i in zip(batch, group) if verdicts[i] not in ("stop", "cut")]
             siblings = tuple(calls)
             done = {r.call_id: (r, end, secs) for r, end, secs in
-                    await execute_group(runnable, agent.tools, agent.name, agent.session, siblings, span)}
+                    await execute_group(runnable, agent.tools, agent.name, session, siblings, span)}
             for call in batch:
                 result, end, seconds = done.get(call.id, (None, None, 0.0))
                 if end:

@@ -13,7 +13,7 @@ from orchestrator.core.types import (
     Block, ModelMessage, Request, TextBlock, ThinkingBlock, ToolCallBlock, Usage, block_text,
 )
 from orchestrator.trace import semconv as sc
-from orchestrator.trace.spans import OFF, TRACER, Span
+from orchestrator.trace.spans import OFF, TRACER, Attributes, Span
 
 
 def capture_content() -> bool:
@@ -32,8 +32,8 @@ def agent_span(agent: str, provider: str, model: str, links: tuple[Span, ...] = 
 def chat_span(provider: str, parent: Span, request: Request) -> Span:
     if not TRACER.on:
         return OFF
-    attrs = {sc.OPERATION_NAME: sc.CHAT, sc.AGENT_NAME: request.agent, sc.PROVIDER_NAME: provider,
-             sc.REQUEST_MODEL: request.model}
+    attrs: Attributes = {sc.OPERATION_NAME: sc.CHAT, sc.AGENT_NAME: request.agent, sc.PROVIDER_NAME: provider,
+                         sc.REQUEST_MODEL: request.model}
     if request.max_output_tokens:
         attrs[sc.REQUEST_MAX_TOKENS] = request.max_output_tokens
     if request.auxiliary:

@@ -271,7 +271,7 @@ async def open_hub(log_dir: Path, env: Mapping[str, str] | None = None,
     # through the context, not through the hub.
     handler = next((h for h in sdk.handlers if isinstance(h, _SdkLogs)), None)
     added, propagate = handler is None, sdk.propagate
-    if added:
+    if handler is None:
         handler = _SdkLogs()
         sdk.addHandler(handler)
         sdk.propagate = False

@@ -56,10 +56,12 @@ async def toolset(hub: Hub, servers: dict[str, ServerConfig], granted: list[str]
         if server not in servers:
             out.problems.append(f"no MCP server named '{server}' is configured (granted as `mcp:{server}`)")
             continue
-        if tool is None or wanted.get(server, set()) is None:
+        named = wanted.get(server, set())
+        if tool is None or named is None:
             wanted[server] = None
         else:
-            wanted.setdefault(server, set()).add(tool)
+            named.add(tool)
+            wanted[server] = named
     listings: dict[str, list[RemoteTool] | ServerUnavailable] = {}
 
     async def listing(server: str) -> None:

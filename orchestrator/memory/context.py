@@ -70,7 +70,8 @@ def readings(text: str, kept: Sequence[str]) -> list[tuple[str, tuple[str, ...]]
         if len(chosen) >= LAST + RELATED:
             break
     body = _unlabelled(text)
-    out = [(f"{_unlabelled(entry[-LONGEST:]).rstrip()} {body}", (entry,)) for entry in chosen]
+    out: list[tuple[str, tuple[str, ...]]] = [(f"{_unlabelled(entry[-LONGEST:]).rstrip()} {body}", (entry,))
+                                             for entry in chosen]
     if definitions:
         substituted = text
         for term, (meaning, _) in definitions.items():

@@ -18,6 +18,7 @@ from orchestrator.providers.config import Config
 if TYPE_CHECKING:
     import httpx
     import numpy as np
+    from numpy import ndarray
 
 ENV_MODEL = "ORCHESTRATOR_EMBED_MODEL"  # PROVIDER/MODEL, until config.toml has an [embeddings] table
 
@@ -92,7 +93,7 @@ class HttpEmbedder:
 
     async def embed(self, texts: Sequence[str]) -> np.ndarray:
         np = numpy()
-        rows: list[np.ndarray] = []
+        rows: list[ndarray] = []  # `np` here is the module loaded at run time
         for start in range(0, len(texts), self._batch):
             rows.append(await self._with_retry(list(texts[start:start + self._batch])))
         if not rows:
@@ -136,7 +137,7 @@ class HttpEmbedder:
         if len(items) != len(batch):
             raise E.ProtocolError(f"{self.model}: {len(items)} embeddings for {len(batch)} inputs", provider=self.model)
         # `index` says which input a row belongs to; servers that omit it answer in order.
-        items = sorted(items, key=lambda it: it.index) if all(it.index is not None for it in items) else items
+        items = sorted(items, key=lambda it: it.index or 0) if all(it.index is not None for it in items) else items
         widths = {len(it.embedding) for it in items}
         if len(widths) != 1 or 0 in widths:
             raise E.ProtocolError(f"{self.model}: embeddings of widths {sorted(widths)} in one reply",

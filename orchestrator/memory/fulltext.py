@@ -50,8 +50,8 @@ def fts_query(text: str) -> FullText | None:
             continue
         terms.setdefault(" ".join(words), '"' + raw.replace('"', '""') + '"')
     kept = list(terms.items())[:_MAX_TERMS]
-    words = " OR ".join(quoted for _, quoted in kept) or None
-    return FullText(words, dense, tuple(index_words(key) for key, _ in kept)) if words or dense else None
+    query = " OR ".join(quoted for _, quoted in kept) or None
+    return FullText(query, dense, tuple(index_words(key) for key, _ in kept)) if query or dense else None
 
 
 # --- SQLite: FTS5 ------------------------------------------------------------------------------

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import hashlib
 from collections import Counter
-from collections.abc import AsyncIterator, Iterator, Mapping, Sequence
+from collections.abc import AsyncGenerator, Iterator, Mapping, Sequence
 from os import PathLike
 from pathlib import Path
 from typing import Protocol
@@ -110,7 +110,7 @@ def _text(path: Path, data: bytes) -> str:
 
 
 async def add_files(kb: KnowledgeBase, files: Sequence[Path], *,
-                    disk: Disk) -> AsyncIterator[AddResult]:
+                    disk: Disk) -> AsyncGenerator[AddResult, None]:
     """Add each file (from `find_files`, read through the same `disk`) under its resolved path, one result per
     file as it is done. A file whose bytes did not change is neither read as text nor chunked nor embedded again."""
     known: Mapping[str, Document] = {d.path: d for d in await kb.list_documents()}

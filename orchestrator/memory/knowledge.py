@@ -19,13 +19,14 @@ from orchestrator.core.errors import InputError, ProviderError
 from orchestrator.core.log import logger
 from orchestrator.memory.embeddings import ENV_MODEL, Embedder, numpy
 from orchestrator.memory.fulltext import PG_WORDS, FullText, fts_query, index_words, ranked
-from orchestrator.store.db import Store, immediate
+from orchestrator.store.db import immediate
 from orchestrator.store.sqlite import sqlite_utils
 
 if TYPE_CHECKING:
     import numpy as np
+    from typing_extensions import TypeIs
 
-    from orchestrator.store.postgres import PgStore
+    from orchestrator.store.contract import Store
 
 log = logger(__name__)
 
@@ -233,7 +234,7 @@ _VECTOR = ("INSERT INTO kb_vectors (chunk, model, vector) VALUES (?, ?, ?) "
 _PG_WRITER = 0x4F524B42  # "ORKB": the advisory lock that makes knowledge-base writes one at a time, as in SQLite
 
 
-def _sqlite(db: Any) -> bool:
+def _sqlite(db: Any) -> TypeIs[sqlite_utils.Database]:
     return isinstance(db, sqlite_utils.Database)
 
 
@@ -388,7 +389,7 @@ class StoreKnowledgeBase:
         self._vectors: _Matrix | None = None
 
     @classmethod
-    async def open(cls, store: Store | PgStore, **options: Any) -> StoreKnowledgeBase:
+    async def open(cls, store: Store, **options: Any) -> StoreKnowledgeBase:
         if not store.readonly:
             await store.call(_create)
         elif not await store.call(_has_tables):
@@ -412,14 +413,14 @@ class StoreKnowledgeBase:
         text = text.replace("\0", "\ufffd")  # PostgreSQL text cannot hold NUL: U+FFFD, as for an undecodable byte
         found = await self._run(_documents, path)
         old = found[0] if found else None
-        if is_current(old, digest, self.chunking, self.embedder):
+        if old is not None and is_current(old, digest, self.chunking, self.embedder):
             return AddResult(path=path, status="unchanged", chunks=old.chunks)
         if old is not None and old.sha256 == digest and old.chunking == self.chunking.signature and self.embedder:
             # Same chunks; only vectors of the configured model are missing (added without one, or another model).
             model = self.embedder.model
             missing = await self._run(_missing, path, model)
-            vectors = await self._embed(path, [t for _, t in missing])
-            await self._run(_embed_missing, path, [cid for cid, _ in missing], vectors, model)
+            added = await self._embed(path, [t for _, t in missing])
+            await self._run(_embed_missing, path, [cid for cid, _ in missing], added, model)
             return AddResult(path=path, status="embedded", chunks=old.chunks,
                              message=f"{len(missing)} chunks embedded with {model}")
         chunks = await trio.to_thread.run_sync(chunk_text, text, self.chunking, limiter=_CPU)
@@ -428,7 +429,7 @@ class StoreKnowledgeBase:
         doc = Document(path=path, sha256=digest, chunking=self.chunking.signature, bytes=len(data),
                        lines=text.count("\n") + (1 if text and not text.endswith("\n") else 0), chunks=len(chunks),
                        vectors=0 if vectors is None else len(chunks),
-                       model=self.embedder.model if vectors is not None else None, added=time.time())
+                       model=self.embedder.model if vectors is not None and self.embedder else None, added=time.time())
         await self._run(_replace, doc, chunks, vectors)
         return AddResult(path=path, status="added" if old is None else "replaced", chunks=len(chunks))
 
@@ -522,6 +523,6 @@ class MemoryKnowledgeBase(StoreKnowledgeBase):
             await self._run(sqlite_utils.Database.close)
 
 
-async def for_store(store: Store | PgStore) -> KnowledgeBase:
+async def for_store(store: Store) -> KnowledgeBase:
     """The knowledge base kept beside the store's rooms: its kb_* tables, in the SQLite file or PostgreSQL."""
     return await StoreKnowledgeBase.open(store)

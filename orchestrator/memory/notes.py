@@ -7,15 +7,18 @@ import re
 import sqlite3
 import weakref
 from collections.abc import Callable
-from typing import Any, Literal, TypeVar
+from typing import TYPE_CHECKING, Any, Literal, TypeVar
 
 import trio
 
 from orchestrator.core.errors import OrchestratorError
 from orchestrator.core.prompts import render
 from orchestrator.memory import scan
-from orchestrator.store.db import Store, immediate
+from orchestrator.store.db import immediate
 from orchestrator.store.sqlite import sqlite_utils
+
+if TYPE_CHECKING:
+    from orchestrator.store.contract import Store
 
 T = TypeVar("T")
 Target = Literal["profile", "notes"]
@@ -212,7 +215,7 @@ def _create(db: sqlite_utils.Database) -> None:
     # Under the write lock from the start: another process writing the file between this statement's schema
     # read and its write would make SQLite refuse it at once ("database is locked", no busy wait).
     with immediate(db):
-        db["memory"].create({"id": int, "target": str, "text": str}, pk="id", if_not_exists=True)
+        db.table("memory").create({"id": int, "target": str, "text": str}, pk="id", if_not_exists=True)
 
 
 def _has_table(db: sqlite_utils.Database) -> bool:

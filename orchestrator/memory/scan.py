@@ -15,6 +15,7 @@ import unicodedata
 from collections.abc import Sequence
 from dataclasses import dataclass
 from functools import cache, lru_cache
+from typing import Protocol
 
 from orchestrator.core.patterns import Pattern
 from orchestrator.memory import context as _context
@@ -328,6 +329,16 @@ _NEGATED_CLOSE = Pattern(r"(?:不要|别|別|请勿|請勿|切勿|禁止|勿|绝
 def _negated(words_before: str) -> bool:
     """Does a negation govern what follows? "never print API keys" is a rule, not a request."""
     return bool(_compiled(_NEGATED_WORDS, 0, "loose").search(words_before) or _NEGATED_CLOSE.search(words_before))
+
+
+class _Check(Protocol):
+    """A rule, a combination or the header check: what `_findings` reads of each."""
+
+    @property
+    def kind(self) -> str: ...
+    @property
+    def reason(self) -> str: ...
+    def hit(self, views: _Views) -> bool: ...
 
 
 @dataclass(frozen=True)
@@ -842,7 +853,7 @@ class _Combo:
             # "email" too, so every match of a negatable part inside the combination is read, and its start.
             lo, hi = min(a for a, _ in pick), max(b for _, b in pick)
             lo = max([lo - 30, *(b for b in views.breaks if b <= lo)])  # back to the clause's start, not past it
-            spans = {min(pick)} | {sp for g in self.negatable if g in named
+            spans: set[tuple[int, int]] = {min(pick)} | {sp for g in self.negatable if g in named
                                    for sp in (named[g], *(x for x in _spans(views, g) if lo <= x[0] < hi))}
             if any(_negated_at(text, *sp, views.breaks) for sp in spans):
                 return False
@@ -1031,7 +1042,7 @@ _DESCRIBED = ("runs", "running", "ran", "executes", "executed", "executing", "st
 _OPEN_PARAM = re.compile(r"[?&][\w.-]{1,24}=(?=[\s'\"`)\]]|$)")
 _EMAIL = re.compile(r"[\w.+-]+@[\w-]+\.[\w.]+")
 
-_CLASSES = (
+_CLASSES: tuple[_Check, ...] = (
     _Combo(INJECTION, "asks to drop earlier instructions", ("DROP", "PRIOR", "INSTR"), specific_ok=True),
     _Combo(INJECTION, "declares earlier instructions void", ("PRIOR", "INSTR", "VOID"), specific_ok=True),
     _Combo(APPROVAL, "says actions need no confirmation or are pre-approved", ("NO_APPROVAL", "APPROVAL", "ACTION")),

@@ -3,7 +3,7 @@ the streamed reply parsed into stream events, with every failure mapped to an er
 """
 from __future__ import annotations
 
-from typing import Any, AsyncIterator, Callable, Sequence
+from typing import Any, AsyncGenerator, Callable, Sequence
 
 import httpx
 import msgspec
@@ -95,6 +95,7 @@ def build_body(request: Request, provider_id: str, max_tokens: int, thinking: in
     """
     turns: list[tuple[str, list[dict[str, Any]], list[dict[str, Any]]]] = []  # (role, tool results, blocks)
     for m in thinking_for(request.messages, provider_id, request.model):
+        results: list[dict[str, Any]]
         if m.role == "assistant":
             results, rest = [], _assistant_blocks(m.blocks)
         else:
@@ -108,7 +109,7 @@ def build_body(request: Request, provider_id: str, max_tokens: int, thinking: in
             turns.append((m.role, results, rest))
     if not turns or turns[0][0] != "user":
         turns.insert(0, ("user", [], [{"type": "text", "text": _PLACEHOLDER}]))
-    messages = [{"role": role, "content": results + rest} for role, results, rest in turns]
+    messages: list[dict[str, Any]] = [{"role": role, "content": results + rest} for role, results, rest in turns]
     for msg in [m for m in messages if m["role"] == "user"][-2:]:
         msg["content"][-1]["cache_control"] = _EPHEMERAL
 
@@ -414,7 +415,7 @@ class Anthropic:
         self._max_tokens_for = max_tokens_for
         self._thinking_for = thinking_for
 
-    async def stream(self, request: Request) -> AsyncIterator[StreamEvent]:
+    async def stream(self, request: Request) -> AsyncGenerator[StreamEvent, None]:
         body = build_body(request, self.id, request.max_output_tokens or self._max_tokens_for(request.model),
                           self._thinking_for(request.model))
         parser = StreamParser(self.id, [self._key])

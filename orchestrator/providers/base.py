@@ -5,7 +5,7 @@ The engine sees only this: every vendor quirk stays inside its provider module.
 from __future__ import annotations
 
 from contextlib import aclosing
-from typing import AsyncIterator, Protocol
+from typing import AsyncGenerator, Protocol
 
 from msgspec import Struct, field
 
@@ -18,7 +18,7 @@ from orchestrator.core.types import (
 class Provider(Protocol):
     id: str
 
-    def stream(self, request: Request) -> AsyncIterator[StreamEvent]: ...
+    def stream(self, request: Request) -> AsyncGenerator[StreamEvent, None]: ...  # closed with aclosing()
 
     async def validate_auth(self) -> None: ...
 

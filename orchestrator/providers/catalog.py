@@ -3,7 +3,7 @@ list prices. Built-in figures for common models, config overrides on top, conser
 """
 from __future__ import annotations
 
-from typing import Annotated, TypeVar
+from typing import Annotated, TypedDict, TypeVar
 
 import msgspec
 from msgspec import Meta, Struct
@@ -62,8 +62,14 @@ def _local(window: int, *, output: int = 8_192, thinking: bool = False) -> Model
     return ModelInfo(context_window=window, max_output=output, thinking=thinking, **_prices((0, 0, 0)))
 
 
-def _prices(price: tuple[float, float, float] | None) -> dict[str, float]:
-    return dict(zip(("input_price", "output_price", "cached_price"), price)) if price else {}
+class _Prices(TypedDict, total=False):
+    input_price: float
+    output_price: float
+    cached_price: float
+
+
+def _prices(price: tuple[float, float, float] | None) -> _Prices:
+    return _Prices(input_price=price[0], output_price=price[1], cached_price=price[2]) if price else {}
 
 
 _1M_BETA = "1,000,000 tokens with the context-1m beta header; 200,000 without it"

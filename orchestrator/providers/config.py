@@ -244,11 +244,13 @@ def _candidates(table: _Provider, base: str, extra_keys: list[str], *, needs_key
     missing: list[str] = []
     for entry, url, extra in [(table, base, extra_keys), *((c, c.base_url or base, []) for c in table.candidates)]:
         keys = [*entry.keys, *([entry.api_key] if entry.api_key else [])]
-        unset = bool(entry.api_key_env) and not env.get(entry.api_key_env, "").strip()
-        if unset:
-            missing.append(entry.api_key_env)
-        elif entry.api_key_env:
-            keys += [k.strip() for k in env[entry.api_key_env].split(",") if k.strip()]
+        unset = False
+        if entry.api_key_env:
+            if env.get(entry.api_key_env, "").strip():
+                keys += [k.strip() for k in env[entry.api_key_env].split(",") if k.strip()]
+            else:
+                unset = True
+                missing.append(entry.api_key_env)
         keys += extra
         if keys:
             out += [Candidate(url, k) for k in keys]

@@ -10,7 +10,7 @@ import os
 import re
 import time
 from contextlib import aclosing, asynccontextmanager, suppress
-from typing import Any, AsyncIterator, Callable
+from typing import Any, AsyncGenerator, AsyncIterator, Callable
 
 import httpx
 import msgspec
@@ -161,7 +161,7 @@ async def sse_events(resp: httpx.Response) -> AsyncIterator[AsyncIterator[SSE]]:
                 pass
 
 
-async def _replayed(events: list[SSE]) -> AsyncIterator[SSE]:
+async def _replayed(events: list[SSE]) -> AsyncGenerator[SSE, None]:
     for ev in events:
         yield ev
 

@@ -6,7 +6,7 @@ from __future__ import annotations
 import hashlib
 import secrets as _random
 from contextlib import suppress
-from typing import Any, AsyncIterator
+from typing import Any, AsyncGenerator
 
 import httpx
 import msgspec
@@ -401,7 +401,7 @@ class OpenAICompatible:
         self._own_client = client is None
         self._client = client or httpx.AsyncClient(timeout=http.TIMEOUT)
 
-    async def stream(self, request: Request) -> AsyncIterator[StreamEvent]:
+    async def stream(self, request: Request) -> AsyncGenerator[StreamEvent, None]:
         body = build_body(request, self.id, official=self.official)
         parser = ChunkParser(self.id, self._keys)
         try:
@@ -417,7 +417,8 @@ class OpenAICompatible:
             if parser.finish_reason is None:
                 raise _clean(http.transport(exc, self.id, self.base_url), self._keys) from exc
         finished = parser.finish()
-        if self.ollama and (cut := _dropped(request, parser.usage.input)):
+        read = parser.usage.input if parser.usage is not None else 0  # 0: no usage reported
+        if self.ollama and (cut := _dropped(request, read)):
             raise E.TruncatedPromptError(await self._truncation(request.model, *cut), provider=self.id)
         for ev in finished:
             yield ev

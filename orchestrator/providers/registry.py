@@ -171,9 +171,9 @@ class Registry:
                     provider: Provider
                     if src.kind == "anthropic":
                         provider = Anthropic(id=name, base_url=cand.base_url, api_key=cand.api_key, client=client,
-                                             max_tokens_for=lambda model, name=name: self.catalog.info(
+                                             max_tokens_for=lambda model: self.catalog.info(
                                                  name, model).max_output,
-                                             thinking_for=lambda model, name=name: self.catalog.info(
+                                             thinking_for=lambda model: self.catalog.info(
                                                  name, model).thinking_budget)
                     else:
                         provider = OpenAICompatible(id=name, base_url=cand.base_url, api_key=cand.api_key,

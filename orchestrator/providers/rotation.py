@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import math
 from contextlib import aclosing
-from typing import AsyncIterator, Sequence
+from typing import AsyncGenerator, Sequence
 
 import trio
 
@@ -41,7 +41,7 @@ class Rotation:
         self._until = [-math.inf] * len(self._candidates)
         self._last_account: ProviderError | None = None
 
-    async def stream(self, request: Request) -> AsyncIterator[StreamEvent]:
+    async def stream(self, request: Request) -> AsyncGenerator[StreamEvent, None]:
         dropped: ProviderError | None = None  # the last connection failure, if a candidate ended on one
         for i in self._ready():
             label, provider = self._candidates[i]

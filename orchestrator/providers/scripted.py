@@ -9,7 +9,7 @@ from __future__ import annotations
 import hashlib
 import re
 from collections import defaultdict, deque
-from typing import Any, AsyncIterator
+from typing import Any, AsyncGenerator
 
 import msgspec
 import trio
@@ -76,7 +76,7 @@ class ScriptedProvider:
     def remaining(self) -> dict[str, int]:
         return {q: len(items) for q, items in self._queues.items() if items}
 
-    async def stream(self, request: Request) -> AsyncIterator[StreamEvent]:
+    async def stream(self, request: Request) -> AsyncGenerator[StreamEvent, None]:
         if self.record:
             self.requests.append(request)
         # a side call with nothing scripted gets the summary too: for the pass, an answer proposing nothing
@@ -120,7 +120,7 @@ class ScriptedProvider:
         if reply.not_sees is not None and reply.not_sees in text:
             self.failures.append(f"{where}: the request contained {reply.not_sees!r}")
 
-    async def _summary(self, request: Request) -> AsyncIterator[StreamEvent]:
+    async def _summary(self, request: Request) -> AsyncGenerator[StreamEvent, None]:
         lines = []
         for m in request.messages:
             for b in m.blocks:

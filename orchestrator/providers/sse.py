@@ -5,7 +5,7 @@ visible for keep-alive accounting, and llama.cpp's non-standard `error:` field i
 """
 from __future__ import annotations
 
-from typing import AsyncIterator
+from typing import AsyncGenerator, AsyncIterator
 
 from msgspec import Struct
 
@@ -15,9 +15,10 @@ class SSE(Struct, frozen=True):
     data: str
 
 
-async def iter_sse(lines: AsyncIterator[str]) -> AsyncIterator[SSE]:
+async def iter_sse(lines: AsyncIterator[str]) -> AsyncGenerator[SSE, None]:
     """Events from text lines (httpx's aiter_lines already splits on \\n, \\r\\n and \\r)."""
-    event, data = "", []
+    event = ""
+    data: list[str] = []
     async for line in lines:
         if not line:
             if data:

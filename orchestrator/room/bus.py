@@ -8,7 +8,7 @@ settles, deferred rows once `due` (the room's next line usually carries them fir
 """
 from __future__ import annotations
 
-from typing import Callable
+from typing import Callable, Sequence
 
 import trio
 
@@ -81,7 +81,7 @@ class Bus:
                     batch.done.set()
         return batch.messages[0]
 
-    async def _commit(self, drafts: list[Draft], notify: tuple[str, ...], tasks: list[TaskRecord] = (), *,
+    async def _commit(self, drafts: list[Draft], notify: tuple[str, ...], tasks: Sequence[TaskRecord] = (), *,
                       answers: int | None = None) -> list[Message]:
         """Under the lock: one transaction for `drafts`, the ledger rows of `tasks` and what is carried (if due)."""
         carried = self._take(bool(self._deferred) and trio.current_time() >= self._due)

@@ -11,7 +11,7 @@ import math
 from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import AsyncIterator, Callable, Protocol
+from typing import AsyncIterator, Awaitable, Callable, Protocol, TypedDict
 
 import trio
 
@@ -30,6 +30,9 @@ from orchestrator.team.schema import Team
 
 log = logger(__name__)
 
+# Called as each room opens; what it returns, when not None, is awaited before the room's first user has it.
+OnOpen = Callable[[Room], Awaitable[object] | None]
+
 IDLE_CLOSE = 60.0  # seconds a room stays open with nobody using it and no agent running
 JOB_POLL = 1.0  # seconds between looks at an idle room's shell jobs (their end wakes nobody here)
 
@@ -41,6 +44,16 @@ class Keeper(Protocol):
     async def take(self, room_id: str, scope: trio.CancelScope) -> None: ...
 
     async def give_up(self, room_id: str) -> None: ...
+
+
+class _Common(TypedDict):
+    """What every room this host opens or creates is given (Room.open's and Room.create's options)."""
+
+    retry: RetryPolicy
+    knowledge: KnowledgeBase
+    models: Catalog | None
+    mcp: Hub | None
+    can_confirm: bool
 
 
 @dataclass(eq=False)
@@ -64,17 +77,22 @@ class RoomHost:
     only under its lease.
     """
 
-    def __init__(self, store: Store, resolve: Resolve, nursery: trio.Nursery, knowledge: KnowledgeBase, *,
+    def __init__(self, store: Store, resolve: Resolve | None, nursery: trio.Nursery, knowledge: KnowledgeBase, *,
                  team: Team | None = None, models: Catalog | None = None, mcp: Hub | None = None,
                  retry: RetryPolicy = RetryPolicy(), can_confirm: bool = False,
                  idle_close: float | None = IDLE_CLOSE, resolver: Callable[[], Resolve] | None = None,
-                 on_open: Callable[[Room], object] | None = None, on_close: Callable[[Room], None] | None = None,
+                 on_open: OnOpen | None = None, on_close: Callable[[Room], None] | None = None,
                  keeper: Keeper | None = None, workspace: Path | None = None):
         self.store, self.team, self.idle_close = store, team, idle_close
         self._workspace = workspace  # of a new room that names none
-        self._resolver = resolver or (lambda: resolve)
+        if resolver is None:
+            if resolve is None:
+                raise TypeError("RoomHost needs `resolve` or `resolver`")
+            fixed = resolve
+            resolver = lambda: fixed
+        self._resolver: Callable[[], Resolve] = resolver
         self._nursery, self._knowledge = nursery, knowledge
-        self._common = dict(retry=retry, knowledge=knowledge, models=models, mcp=mcp, can_confirm=can_confirm)
+        self._common = _Common(retry=retry, knowledge=knowledge, models=models, mcp=mcp, can_confirm=can_confirm)
         self._on_open, self._on_close, self._keeper = on_open, on_close, keeper
         self._open: dict[str, _Open] = {}
         self._opening: dict[str, trio.Event] = {}  # room id -> set once it is open (or failed to open)
@@ -84,7 +102,7 @@ class RoomHost:
 
     @classmethod
     @asynccontextmanager
-    async def open(cls, store: Store, resolve: Resolve, **options) -> AsyncIterator[RoomHost]:
+    async def open(cls, store: Store, resolve: Resolve | None, **options) -> AsyncIterator[RoomHost]:
         """A host over `store`; on exit every room is left to finish its work, then closed."""
         knowledge = options.pop("knowledge", None) or await for_store(store)
         async with trio.open_nursery() as nursery:
@@ -194,10 +212,10 @@ class RoomHost:
                 raise  # it did not open: the caller hears why
             log.exception("room closed by an error", room=held.room.id)  # the other rooms go on
         finally:
-            if leased is not None:
+            if leased is not None and self._keeper is not None:  # leased: only under a keeper
                 with trio.CancelScope(shield=True):
                     await self._keeper.give_up(leased)
-            if closing is not None:
+            if closing is not None and held is not None:  # closing: set once the room was held
                 del self._opening[held.room.id]
                 closing.set()
                 if self._heap is not None:
@@ -224,6 +242,8 @@ class RoomHost:
             held.due = math.inf if self.idle_close is None else held.last + self.idle_close
             with trio.move_on_at(held.due):
                 await held.wake.wait()  # the host is closing, or idle_close was lowered
+                continue
+            if self.idle_close is None:  # set to None meanwhile: kept open until the host closes
                 continue
             if held.users or trio.current_time() < held.last + self.idle_close:
                 continue  # users came and went meanwhile (none woke this): count again from the last one

@@ -6,7 +6,7 @@ room's inbox. A room whose lease is lost is stopped at once; its writes are fenc
 from __future__ import annotations
 
 import random
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
 
@@ -15,7 +15,7 @@ import trio
 from orchestrator.core.errors import RoomNotFound
 from orchestrator.core.log import logger
 from orchestrator.core.types import Message
-from orchestrator.room.host import RoomHost
+from orchestrator.room.host import OnOpen, RoomHost
 from orchestrator.room.room import COMMANDER, USER, Resolve, Room
 from orchestrator.store.lease import CONTROL, LEASE_SECONDS, Fenced, HeldElsewhere, InboxLine, Lease
 
@@ -47,17 +47,23 @@ class LeasedRooms:
 
     def __init__(self, store, host: str, seconds: float = LEASE_SECONDS):
         self.store, self.host, self.seconds = store, host, seconds
-        self.rooms: RoomHost | None = None
+        self._rooms: RoomHost | None = None  # while open()'s block runs
         self._held: dict[str, _Held] = {}
         self._taking: set[str] = set()
         # Leases the takeover scan took for rooms that wait for their turn to open: taken all at once, so rooms
         # move as soon as their owner's lease runs out even when opening them (healing) takes a while.
         self._claimed: dict[str, Lease] = {}
 
+    @property
+    def rooms(self) -> RoomHost:
+        if self._rooms is None:
+            raise RuntimeError("LeasedRooms has rooms only inside `async with LeasedRooms.open(...)`")
+        return self._rooms
+
     @classmethod
     @asynccontextmanager
-    async def open(cls, store, host: str, resolve: Resolve, *, seconds: float = LEASE_SECONDS,
-                   on_open: Callable[[Room], object] | None = None, **options) -> AsyncIterator[LeasedRooms]:
+    async def open(cls, store, host: str, resolve: Resolve | None, *, seconds: float = LEASE_SECONDS,
+                   on_open: OnOpen | None = None, **options) -> AsyncIterator[LeasedRooms]:
         """`options` are RoomHost's. Leases are renewed until every room has closed; no room is taken once the
         block ends."""
         leased = cls(store, host, seconds)
@@ -69,7 +75,7 @@ class LeasedRooms:
 
         async with trio.open_nursery() as renewing:
             renewing.start_soon(leased._renewing)
-            async with RoomHost.open(store, resolve, keeper=leased, on_open=opened, **options) as leased.rooms:
+            async with RoomHost.open(store, resolve, keeper=leased, on_open=opened, **options) as leased._rooms:
                 async with trio.open_nursery() as taking:
                     taking.start_soon(leased._taking_over, taking)
                     taking.start_soon(leased._reading_inbox)

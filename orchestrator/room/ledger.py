@@ -8,7 +8,7 @@ from __future__ import annotations
 import time
 import uuid
 from itertools import islice
-from typing import Callable
+from typing import Callable, Literal, Sequence, cast
 
 from orchestrator.core.events import TaskEvent
 from orchestrator.core.tokens import estimate
@@ -20,11 +20,11 @@ SUMMARY_CHARS = 200
 
 class Ledger:
     def __init__(self, store: Store, room_id: str, publish: Callable[[TaskEvent], None],
-                 spawn: Callable[..., None], carry: Callable[[Side], None], tasks: list[TaskRecord] = ()):
+                 spawn: Callable[..., None], carry: Callable[[Side], None], tasks: Sequence[TaskRecord] = ()):
         self._store, self._room, self._publish, self._spawn, self._carry = store, room_id, publish, spawn, carry
         self.load(tasks)
 
-    def load(self, tasks: list[TaskRecord]) -> None:
+    def load(self, tasks: Sequence[TaskRecord]) -> None:
         """The room's tasks as stored, oldest first."""
         self.tasks: dict[str, TaskRecord] = {}
         # Running and unread tasks by id, so that a turn's questions cost what is open, not the room's age.
@@ -111,7 +111,9 @@ class Ledger:
 
     def _announce(self, rec: TaskRecord) -> None:
         self._publish(TaskEvent(ts=time.time(), room=self._room, task_id=rec.id, agent=rec.agent,
-                                kind=rec.kind, status=rec.status))
+                                # TaskRecord keeps kind and status as plain str (store/records.py)
+                                kind=cast(Literal["dispatch", "worker"], rec.kind),
+                                status=cast(Literal["running", "done", "failed", "cancelled"], rec.status)))
 
 
 def _fields(rec: TaskRecord) -> dict:

@@ -29,7 +29,8 @@ class Questions:
         if not self.can_confirm:
             return "deny"
         request_id = "q" + uuid.uuid4().hex[:6]
-        answered, answer = trio.Event(), []
+        answered = trio.Event()
+        answer: list[Answer] = []
         self._open[request_id] = (answered, answer)
         self._publish(Confirm(ts=time.time(), agent=agent, request_id=request_id, category=category,
                               summary=summary))

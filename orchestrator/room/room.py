@@ -136,7 +136,7 @@ class Room:
                               can_confirm=can_confirm, knowledge=knowledge, models=models, mcp=mcp, evolve=evolve)
         meta = {"team": msgspec.to_builtins(toolbox.storable(team)), "workspace": str(workspace)}
         record = await store.create_room(name, floor=COMMANDER, meta=meta)
-        async with cls._running(given, record, []) as room:
+        async with cls._opened(given, record, []) as room:
             if blocked := room.skills.blocked():
                 await room.notice(blocked, [USER])
             yield room
@@ -162,12 +162,12 @@ class Room:
         given = await opening(store, team, resolve, workspace, skill_roots, retry=retry, on_event=on_event,
                               can_confirm=can_confirm, knowledge=knowledge, models=models, mcp=mcp, evolve=evolve)
         messages = await store.load(record.id, size=record.messages)
-        async with cls._running(given, record, messages) as room:
+        async with cls._opened(given, record, messages) as room:
             yield room
 
     @classmethod
     @asynccontextmanager
-    async def _running(cls, given: Opening, record: RoomRecord, messages: list[Message]) -> AsyncIterator[Room]:
+    async def _opened(cls, given: Opening, record: RoomRecord, messages: list[Message]) -> AsyncIterator[Room]:
         room = None
         freeze_startup()
         try:

@@ -9,7 +9,7 @@ import os
 import time
 from functools import partial
 from pathlib import Path
-from typing import Callable
+from typing import Callable, cast
 
 import trio
 
@@ -18,7 +18,7 @@ from orchestrator.core.events import Evolution
 from orchestrator.core.log import logger
 from orchestrator.core.resources import data_dir
 from orchestrator.core.types import Message
-from orchestrator.memory.notes import Memory, NoteError
+from orchestrator.memory.notes import Memory, NoteError, Target
 from orchestrator.providers.base import Provider
 from orchestrator.providers.config import config_path, load_config
 from orchestrator.skills import evolve, proposals
@@ -163,11 +163,14 @@ async def decide(staged: proposals.Staged, accept: bool, library: Library, works
     if p.kind == "skill":
         path = await trio.to_thread.run_sync(proposals.apply_skill, workspace, library, staged)
         return f"accepted {staged.id}: wrote {path}"
+    if memory is None:  # the callers pass one whenever a memory proposal may be accepted
+        raise InputError(f"{staged.id}: there is no memory to apply it to")
+    target = cast(Target, p.target)  # a str on disk: the memory refuses an unknown one (NoteError)
     try:
         if p.action == "add":
-            said = await memory.add(p.target, staged.text())
+            said = await memory.add(target, staged.text())
         else:
-            said = await memory.replace(p.target, p.old_text, staged.text())
+            said = await memory.replace(target, p.old_text, staged.text())
     except NoteError as exc:
         raise InputError(f"{staged.id}: the memory refused it: {exc}") from None
     proposals.accepted(staged)

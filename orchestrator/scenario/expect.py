@@ -47,20 +47,20 @@ def check(expect: Expect, out: Outcome, *, scripted: bool = True) -> list[str]:
             if (item.count is None and n == 0) or (item.count is not None and n != item.count):
                 want = f"{item.count} time(s)" if item.count is not None else "at least once"
                 fails.append(f"tool_calls: {item.agent} called {item.name} {n} time(s), expected {want}")
-    for item in expect.absent:
+    for absent in expect.absent:
         for m in out.messages:
-            if _is(m.author, item.from_) and item.contains in m.text:
-                fails.append(f"absent: {m.author} wrote {item.contains!r} (message #{m.seq})")
+            if _is(m.author, absent.from_) and absent.contains in m.text:
+                fails.append(f"absent: {m.author} wrote {absent.contains!r} (message #{m.seq})")
                 break
-    for item in expect.not_in_context:
-        for i, req in enumerate(r for r in out.requests if _is(r.agent, item.agent)):
-            if item.text in request_text(req):
-                fails.append(f"not_in_context: request #{i + 1} to {item.agent} contained {item.text!r}")
+    for hidden in expect.not_in_context:
+        for i, req in enumerate(r for r in out.requests if _is(r.agent, hidden.agent)):
+            if hidden.text in request_text(req):
+                fails.append(f"not_in_context: request #{i + 1} to {hidden.agent} contained {hidden.text!r}")
                 break
-    for item in expect.ledger:
-        if not any(_is(t.agent, item.agent) and t.status == item.status for t in out.tasks):
+    for task in expect.ledger:
+        if not any(_is(t.agent, task.agent) and t.status == task.status for t in out.tasks):
             got = [f"{t.agent}:{t.status}" for t in out.tasks] or ["no tasks"]
-            fails.append(f"ledger: no task for {item.agent} ended {item.status} (ledger: {', '.join(got)})")
+            fails.append(f"ledger: no task for {task.agent} ended {task.status} (ledger: {', '.join(got)})")
     seen = {type(e).__struct_config__.tag for e in out.events}
     for kind in expect.events:
         if kind not in seen:
@@ -74,16 +74,17 @@ def check(expect: Expect, out: Outcome, *, scripted: bool = True) -> list[str]:
     for path in expect.no_files:
         if (out.workspace / path).exists():
             fails.append(f"no_files: {path} exists in the workspace")
-    for item in expect.tool_errors:
-        n = sum(1 for m in out.messages if m.kind == "tool_result" and _is(m.author, item.agent)
-                and m.result and m.result.name == item.name and m.result.is_error)
-        if n != item.count:
-            fails.append(f"tool_errors: {item.agent} got {n} error result(s) from {item.name}, expected {item.count}")
+    for tool_error in expect.tool_errors:
+        n = sum(1 for m in out.messages if m.kind == "tool_result" and _is(m.author, tool_error.agent)
+                and m.result and m.result.name == tool_error.name and m.result.is_error)
+        if n != tool_error.count:
+            fails.append(f"tool_errors: {tool_error.agent} got {n} error result(s) from {tool_error.name}, "
+                         f"expected {tool_error.count}")
     if scripted:
         fails += _usage(expect, out.events)
     if expect.error is not None and not any(expect.error in e.message for e in out.errors()):
-        got = "; ".join(e.message for e in out.errors()) or "no error"
-        fails.append(f"error: expected an error containing {expect.error!r}, got: {got}")
+        raised = "; ".join(e.message for e in out.errors()) or "no error"
+        fails.append(f"error: expected an error containing {expect.error!r}, got: {raised}")
     return fails
 
 

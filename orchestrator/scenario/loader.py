@@ -6,12 +6,15 @@ from __future__ import annotations
 
 import difflib
 from pathlib import Path, PurePosixPath
+from typing import Sequence
 
 import msgspec
 
 from orchestrator.core.document import Document, Parts, alternatives
 from orchestrator.core.errors import ERROR_KINDS
-from orchestrator.scenario.schema import ErrorSpec, Expect, Scenario, ScriptItem, Turn
+from orchestrator.scenario.schema import (
+    ContextItem, ErrorSpec, Expect, LedgerItem, Scenario, ScriptItem, ToolCallItem, ToolErrorItem, Turn,
+)
 from orchestrator.skills.evolve import REVIEWER
 from orchestrator.skills.library import LABELS
 from orchestrator.team.loader import checked_team
@@ -100,7 +103,7 @@ def _check_calls(doc: Document, at: Parts, item: ScriptItem, queue: str, tools: 
             raise doc.error(where + (tool,), f"{who} has no tool `{tool}`; {has}{hint}", key=True)
         args = COMMANDER_TOOLS.get(tool) if queue == "commander" and tool in COMMANDER_TOOLS else \
             python.get(tool) or tool_args(tool)
-        if args is not None:
+        if isinstance(args, type):  # a Struct; a JSON schema (dict) is the tool's own to check
             doc.decode(args, where + (tool,))
 
 
@@ -140,8 +143,10 @@ def _check_expect(doc: Document, expect: Expect, agents: list[str]) -> None:
         refs += [(("transcript", i, "from"), t.from_, writers), (("transcript", i, "to"), t.to, authors),
                  (("transcript", i, "hidden_from"), t.hidden_from, authors)]
     refs += [(("absent", i, "from"), a.from_, writers) for i, a in enumerate(expect.absent)]
-    for key, items in (("not_in_context", expect.not_in_context), ("tool_calls", expect.tool_calls),
-                       ("ledger", expect.ledger), ("tool_errors", expect.tool_errors)):
+    by_agent: list[tuple[str, Sequence[ContextItem | ToolCallItem | LedgerItem | ToolErrorItem]]] = [
+        ("not_in_context", expect.not_in_context), ("tool_calls", expect.tool_calls),
+        ("ledger", expect.ledger), ("tool_errors", expect.tool_errors)]
+    for key, items in by_agent:
         refs += [((key, i, "agent"), item.agent, runners) for i, item in enumerate(items)]
     for at, name, allowed in refs:
         if name is None or name in allowed or ("worker" in allowed and WORKER_NAME.fullmatch(name)):

@@ -77,7 +77,7 @@ def prepare_workspace(scn: Scenario, override: Path | None, stack_dir: str) -> P
     return ws.resolve()
 
 
-async def run_scenario(scn: Scenario, *, db: Path | None = None, workspace: Path | None = None,
+async def run_scenario(scn: Scenario, *, db: Path | str | None = None, workspace: Path | None = None,
                        model: Resolver | None = None, on_event: Callable[[Event], None] | None = None,
                        retry: RetryPolicy = RetryPolicy(), models: Catalog | None = None,
                        prices: PriceOf | None = None) -> Result:

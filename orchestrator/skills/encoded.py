@@ -110,9 +110,9 @@ def _fold(text: str) -> str:
 
 @cache
 def _words(group: str) -> re.Pattern:
-    words = {"decode": (*(w for w in lexicon.DECODE if w != "base64"), *_DECODE_EXTRA), "unpack": _UNPACK,
-             "act": (*lexicon.ACT_ON, *_ACT_EXTRA)}[group]
-    words = sorted({_fold(w) for w in words}, key=len, reverse=True)
+    group_words = {"decode": (*(w for w in lexicon.DECODE if w != "base64"), *_DECODE_EXTRA), "unpack": _UNPACK,
+                   "act": (*lexicon.ACT_ON, *_ACT_EXTRA)}[group]
+    words = sorted({_fold(w) for w in group_words}, key=len, reverse=True)
     # a word of the Latin script starts at a word's start; scripts without spaces match anywhere
     latin = [re.escape(w) for w in words if w[0].isascii() and w[0].isalnum()]
     other = [re.escape(w) for w in words if not (w[0].isascii() and w[0].isalnum())]

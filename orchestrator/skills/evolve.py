@@ -6,6 +6,7 @@ It may propose one memory entry or one new or changed skill of its own; the prop
 from __future__ import annotations
 
 import re
+from functools import partial
 from pathlib import Path
 from typing import Literal
 
@@ -59,7 +60,8 @@ def transcript(messages: list[Message], budget: int) -> str:
     lines = [_line(m) for m in messages]
     if not lines:
         return ""
-    kept, used = [], estimate(lines[0])
+    kept: list[str] = []
+    used = estimate(lines[0])
     for line in reversed(lines[1:]):
         cost = estimate(line) + 1
         if used + cost > budget:
@@ -106,7 +108,7 @@ def parse(answer: str, *, room: str, seq: list[int]) -> tuple[Proposal, str] | s
     attrs = dict(_ATTR.findall(m[1]))
     inner = m[2]
     kind, action = attrs.get("kind", ""), attrs.get("action", "")
-    base = dict(room=room, seq=seq, rationale=_part(inner, "rationale"))
+    new = partial(Proposal, room=room, seq=seq, rationale=_part(inner, "rationale"))
     if kind == "skill":
         name, description, body = attrs.get("name", ""), _part(inner, "description"), _part(inner, "instructions")
         if not (name and description and body):
@@ -114,7 +116,7 @@ def parse(answer: str, *, room: str, seq: list[int]) -> tuple[Proposal, str] | s
         if action not in ("create", "update"):
             return f"a skill proposal's action is create or update, not {action!r}"
         metadata = {"created_by": AGENT, "source_room": room, "source_seq": f"{seq[0]}-{seq[-1]}" if seq else ""}
-        return Proposal(kind="skill", action=action, target=name, **base), skill_text(name, description, body,
+        return new(kind="skill", action=action, target=name), skill_text(name, description, body,
                                                                                       metadata)
     if kind == "memory":
         text = _part(inner, "text")
@@ -123,7 +125,7 @@ def parse(answer: str, *, room: str, seq: list[int]) -> tuple[Proposal, str] | s
         if action not in ("add", "replace"):
             return f"a memory proposal's action is add or replace, not {action!r}"
         target = attrs.get("target", "notes")
-        return Proposal(kind="memory", action=action, target=target, old_text=_part(inner, "old"), **base), text
+        return new(kind="memory", action=action, target=target, old_text=_part(inner, "old")), text
     return f"unknown proposal kind {kind!r} (skill or memory)"
 
 
@@ -147,21 +149,21 @@ async def reflect(provider: Provider, model: str, messages: list[Message], *, li
         return Outcome(status="failed", reason=f"{exc.kind}: {exc}", seq=seq, input_tokens=sent)
     answer = "".join(b.text for b in response.blocks if isinstance(b, TextBlock))
     reported = response.usage  # None: the provider did not say, so our estimates stand in
-    used = dict(seq=seq, input_tokens=reported.input if reported else sent,
-                output_tokens=reported.output if reported else estimate(answer))
+    outcome = partial(Outcome, seq=seq, input_tokens=reported.input if reported else sent,
+                      output_tokens=reported.output if reported else estimate(answer))
     parsed = parse(answer, room=room, seq=seq)
     if parsed == "":
-        return Outcome(status="nothing", **used)
+        return outcome(status="nothing")
     if isinstance(parsed, str):
-        return Outcome(status="refused", reason=parsed, **used)
+        return outcome(status="refused", reason=parsed)
     proposal, body = parsed
     current = library.get(proposal.target)
     if proposal.kind == "skill" and proposal.action == "update" and proposal.target not in mine \
             and current is not None and current.created_by == AGENT:  # others: stage() says why not
-        return Outcome(status="refused", reason=f"{proposal.target}: the pass was not shown its current text, "
-                                                "so it may not change it", **used)
+        return outcome(status="refused", reason=f"{proposal.target}: the pass was not shown its current text, "
+                                                "so it may not change it")
     try:
         staged = await trio.to_thread.run_sync(stage, workspace, library, proposal, body, limiter=_FILE_IO)
     except InputError as exc:
-        return Outcome(status="refused", reason=str(exc), **used)
-    return Outcome(status="proposed", proposal=staged.id, reason=staged.summary(), **used)
+        return outcome(status="refused", reason=str(exc))
+    return outcome(status="proposed", proposal=staged.id, reason=staged.summary())

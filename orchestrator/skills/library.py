@@ -9,8 +9,9 @@ from __future__ import annotations
 
 import os
 from dataclasses import dataclass, field
+from functools import partial
 from pathlib import Path
-from typing import Any, Callable, Literal, Mapping
+from typing import Any, Callable, Literal, Mapping, Sequence
 
 import msgspec
 
@@ -151,7 +152,7 @@ def stand_in_roots(workspace: Path, folders: Mapping[str, Path], *, shipped: Pat
     return out
 
 
-def discover(search: list[Root]) -> Library:
+def discover(search: Sequence[Root]) -> Library:
     """Read every skill folder under `search` (blocking: call it through a thread from trio code)."""
     lib = Library()
     taken: dict[str, Entry] = {}
@@ -205,17 +206,16 @@ def _writable(root: Root) -> Path | None:
 
 
 def _entry(folder: Path, root: Root, skill: Skill | None, problems: list[Problem]) -> Entry:
-    base = dict(folder=str(folder), root=root.label, tier=root.tier)
+    new = partial(Entry, folder=str(folder), root=root.label, tier=root.tier)
     if skill is None:
         first = next(p for p in problems if p.severity == "error")
-        return Entry(name=folder.name, status="invalid", reason=f"{first.file.name}:{first.line}: {first.message}",
-                     **base)
+        return new(name=folder.name, status="invalid", reason=f"{first.file.name}:{first.line}: {first.message}")
     folder = Path(skill.folder)
     blocked = [p for p in problems if p.severity == "blocked"]
     if blocked:
         why = "; ".join(f"{p.message} at {p.where(folder)}" for p in blocked)
-        return Entry(name=skill.name, status="blocked", reason=why, **base)
-    entry = Entry(name=skill.name, status="loaded", skill=skill, **base)
+        return new(name=skill.name, status="blocked", reason=why)
+    entry = new(name=skill.name, status="loaded", skill=skill)
     for p in problems:
         if p.severity == "asks":
             entry.note(f"{p.message} at {p.where(folder)}, which asks first")

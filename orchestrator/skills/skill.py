@@ -89,10 +89,13 @@ def _read_checked(session: ToolSession, path: Path, cap: int) -> bytes:
     one given to the file and taken away again while it was read."""
     chunks, left = [], cap + 1
     with open_own(session, str(path), "file") as f:
-        while left > 0 and (chunk := os.read(f.fd, min(left, 1 << 20))):
+        fd, st = f.fd, f.st
+        if fd is None or st is None:  # mode "file" opens an existing file: never the case
+            raise ToolError(f"{path}: not opened")
+        while left > 0 and (chunk := os.read(fd, min(left, 1 << 20))):
             chunks.append(chunk)
             left -= len(chunk)
-        if not still_single(f.folder, f.name, f.fd, f.st):
+        if not still_single(f.folder, f.name, fd, st):
             raise ToolError(f"{path}: changed while being read (renamed, replaced or given another name)")
     return b"".join(chunks)
 
@@ -147,10 +150,10 @@ class _Reader:
         front = self._front_matter("".join(lines[1:end]))
         if front is None:
             return None
-        data, keylines = front
+        fields, keylines = front
         body = "".join(lines[end + 1:]).strip("\n")
         body_line = end + 2
-        skill = self._fields(folder, data, keylines, body)
+        skill = self._fields(folder, fields, keylines, body)
         self._check_body(folder, body, body_line)
         self.problems += bundle.scanned(self.path, text)
         if not any(p.severity == "error" for p in self.problems):

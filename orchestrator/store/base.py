@@ -104,7 +104,7 @@ class BaseStore(Store):
         return await self.call(read_messages, room_id, after)
 
     async def answered(self, room_id: str) -> dict[str, int]:
-        return dict(await self.call(_fetch, _ANSWERED, [room_id]))
+        return {row[0]: row[1] for row in await self.call(_fetch, _ANSWERED, [room_id])}
 
     async def load(self, room_id: str, *, size: int | None = None) -> list[Message]:
         if self.readonly:

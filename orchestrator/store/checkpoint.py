@@ -43,6 +43,7 @@ class Checkpointer:
             logger().warning("wal checkpoint failed", error=str(exc))
         finally:
             running, self._running = self._running, None
+            assert running is not None  # set by `wrote` before it spawned this
             running.set()
 
 

@@ -143,7 +143,7 @@ class SqliteStore(BaseStore):
             for table in ("rooms", "messages"):
                 column = "id" if table == "rooms" else "room"
                 rows = list(db.query(f"SELECT * FROM {table} WHERE {column} = ?", [room_id]))
-                scratch[table].insert_all(rows)
+                scratch.table(table).insert_all(rows)
             with immediate(scratch):
                 return self._heal(scratch, room_id)
         finally:

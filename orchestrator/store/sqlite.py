@@ -4,6 +4,8 @@ whenever they are installed only to map their scalar types to columns this proje
 """
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 from orchestrator.core import startup
 
 
@@ -29,4 +31,7 @@ class _OnFirstUse:
             raise AttributeError(f"module 'sqlite_utils' has no attribute {name!r}") from None
 
 
-sqlite_utils = _OnFirstUse()
+if TYPE_CHECKING:  # the checker sees the module itself: its names and their types
+    import sqlite_utils
+else:
+    sqlite_utils = _OnFirstUse()

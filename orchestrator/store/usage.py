@@ -113,7 +113,7 @@ class UsageLog:
                       "model_seconds", "tool_calls", "tool_seconds"):
                 setattr(total, f, getattr(total, f) + getattr(line, f))
         if lines and all(line.cost is not None for line in lines):
-            total.cost = sum(line.cost for line in lines)
+            total.cost = sum(line.cost for line in lines if line.cost is not None)
         return UsageReport(rooms=rooms, lines=lines, total=total)
 
     async def _call(self, fn, *args):
@@ -144,8 +144,8 @@ def _create(db: sqlite_utils.Database) -> None:
     if not isinstance(db, sqlite_utils.Database):
         return  # PostgreSQL: made by the store's migrations
     with immediate(db):
-        db["usage"].create(_COLUMNS, if_not_exists=True)
-        db["usage"].create_index(["room"], if_not_exists=True)
+        db.table("usage").create(_COLUMNS, if_not_exists=True)
+        db.table("usage").create_index(["room"], if_not_exists=True)
 
 
 def _insert(db: sqlite_utils.Database, rows: list[dict]) -> None:

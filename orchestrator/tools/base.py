@@ -9,7 +9,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from functools import cache
 from pathlib import Path
-from typing import Any, Awaitable, Callable
+from typing import Any, Awaitable, Callable, Iterable
 
 import msgspec
 
@@ -119,7 +119,7 @@ class Registry:
     `narrow` hides tools for the rest of the registry's life (one turn): it can only ever take tools away.
     """
 
-    def __init__(self, tools: list[Tool] = ()):
+    def __init__(self, tools: Iterable[Tool] = ()):
         self._tools: dict[str, Tool] = {}
         self._hidden: dict[str, str] = {}  # name -> why it is not available now
         self._narrowed: list[tuple[set[str], str]] = []  # what narrow() kept, so a later add cannot widen

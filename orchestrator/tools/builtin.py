@@ -23,7 +23,11 @@ ROOM_TOOLS: dict[str, type[msgspec.Struct]] = {"memory": MemoryArgs, "search_kno
 
 def tool_args(name: str) -> type[msgspec.Struct] | None:
     """The arguments Struct of a built-in or room-made tool, None for any other name."""
-    return BUILTIN[name].args if name in BUILTIN else ROOM_TOOLS.get(name)
+    if name not in BUILTIN:
+        return ROOM_TOOLS.get(name)
+    args = BUILTIN[name].args
+    assert not isinstance(args, dict)  # only a tool an MCP server brings has a JSON schema for arguments
+    return args
 
 
 def tool_names() -> list[str]:

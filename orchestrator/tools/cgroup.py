@@ -155,10 +155,10 @@ def place() -> Place | None:
                 enabled = set((parent / "cgroup.subtree_control").read_text().split())
             except OSError:
                 continue
-            wanted = {c: parent for c in ("pids", "memory") if c in enabled}
+            wanted: dict[str, Path] = {c: parent for c in ("pids", "memory") if c in enabled}
             if wanted and os.access(parent, os.W_OK):
                 return Place(2, wanted)
-    parents = {}
+    parents: dict[str, Path] = {}
     for mount, root, kind, controllers in mounts:
         for c in ("pids", "memory"):
             if kind == "cgroup" and c in controllers and c in own:

@@ -41,7 +41,7 @@ def _check_fresh(raw: str, seen: ReadState | None, current: ReadState) -> None:
 
 def _current(raw: str, f: Opened) -> tuple[bytes, ReadState]:
     data = read_whole(raw, f, MAX_FILE_BYTES, hint="; use grep_files to find the part you need")
-    return data, _state(data, f.st)
+    return data, _state(data, f.held()[1])
 
 
 # --- read_file ---
@@ -108,7 +108,8 @@ def _line_range(text: str, args: ReadArgs, name: str) -> str:
     last = min(args.end_line or count, count)
     if first > count:
         return f"[start_line={first} is past the end of {name} ({count} lines)]"
-    out, used, n = [], 0, first
+    out: list[str] = []
+    used, n = 0, first
     while n <= last:
         line = lines[n - 1]
         piece = f"{n:>6}\t{line}" if args.line_numbers else line

@@ -124,6 +124,7 @@ class Bubblewrap:
         return _probe(self.program)
 
     def argv(self, command: Sequence[str], c: Confinement) -> list[str]:
+        assert self.program is not None, "argv() of a bubblewrap that is not installed"
         a = [self.program, "--die-with-parent", "--unshare-all", "--cap-drop", "ALL"]
         if c.network:
             a.append("--share-net")
@@ -146,9 +147,9 @@ class Bubblewrap:
             a += ["--bind", str(w), str(w)]
         # After the writable binds, so a writable folder cannot uncover them; bound by name, so a rename
         # inside the command cannot move the protection away (a mount point cannot be renamed).
-        for p in c.protected:
-            if os.path.lexists(p):
-                a += ["--ro-bind", str(p), str(p)]
+        for kept in c.protected:
+            if os.path.lexists(kept):
+                a += ["--ro-bind", str(kept), str(kept)]
         shown = (c.workspace, *c.writable, *c.readable)
         emptied = []
         for h in c.hidden:  # the app's data or a home inside a visible folder: emptied

@@ -136,7 +136,7 @@ def _clamped(res: int, n: int) -> int:
 # --- afterwards: which limit ----------------------------------------------------------------------
 
 _FULL = re.compile(r"^\[sandbox: (/tmp|/dev/shm) is full\]$", re.M)
-_SIGNALS = {signal.SIGXCPU: "cpu", signal.SIGXFSZ: "file_size", signal.SIGSYS: "syscall"}
+_SIGNALS: dict[int, str] = {signal.SIGXCPU: "cpu", signal.SIGXFSZ: "file_size", signal.SIGSYS: "syscall"}
 _TEXT = (  # what programs print when the kernel refuses them at a limit
     ("cpu", re.compile(r"CPU time limit exceeded")),
     ("file_size", re.compile(r"File size limit exceeded|File too large|\bEFBIG\b")),
@@ -154,6 +154,7 @@ def ran_into(returncode: int, output: str, limits: Limits, counted: frozenset[st
     that timed out is named a limit's only on sure signs: a long run may print anything on the way."""
     if returncode == 0:
         return None
+    key: str | None
     if timed_out:
         key = next((k for k in ("processes", "memory") if k in counted), None) or \
             ("processes" if _FORK_RETRY.search(output) else None)

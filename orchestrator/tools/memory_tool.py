@@ -4,11 +4,12 @@ The room builds it from its Memory with memory_tool(); every write is scanned be
 """
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import Literal
 
 import msgspec
 
-from orchestrator.memory.notes import Memory, NoteError
+from orchestrator.memory.notes import Memory, NoteError, Target
 from orchestrator.tools.base import Tool, ToolContext, ToolError
 
 
@@ -19,7 +20,7 @@ class MemoryArgs(msgspec.Struct, forbid_unknown_fields=True):
     old_text: str = ""
 
 
-def _description(caps: dict[str, int]) -> str:
+def _description(caps: Mapping[Target, int]) -> str:
     return (
         "Keep something in the cross-session memory. It is shown to every agent in its system prompt from the "
         "next turn on, in this session and later ones. `target`: `profile` for stable facts about the user (name, "

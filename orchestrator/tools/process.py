@@ -106,6 +106,7 @@ class _Group:
         with trio.CancelScope(shield=True):
             await self.end(grace)
             code = await self.proc.wait()
+            assert self.proc.stdout is not None  # opened with stdout=PIPE
             await self.proc.stdout.aclose()
             if self._pidfd is not None:
                 trio.lowlevel.notify_closing(self._pidfd)
@@ -161,6 +162,7 @@ async def _run(argv: list[str], cwd: Path, timeout: float, env: Mapping[str, str
             stderr=subprocess.STDOUT, start_new_session=True, pass_fds=tuple(fds))
     finally:
         _close(fds)  # the child has its copies
+    assert proc.stdout is not None  # stdout=PIPE
     group = _Group(proc)
     if on_start:
         on_start(group.pgid)
@@ -221,4 +223,4 @@ def _tee(sink: Callable[[bytes], Awaitable[None]], capture: HeadTail) -> Callabl
 
 async def _drain(stream: trio.abc.ReceiveStream, write: Callable[[bytes], Awaitable[None]]) -> None:
     async for chunk in stream:  # read to the end, so a chatty child never blocks on a full pipe
-        await write(chunk)
+        await write(bytes(chunk))  # the same object: a pipe's FdStream yields bytes

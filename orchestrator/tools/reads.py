@@ -26,7 +26,7 @@ class ReadLedger:
     """Per (agent, physical path): the file's state when that agent last read or wrote it.
     Per path: a lock writers hold from their freshness check to their rename."""
 
-    def __init__(self):
+    def __init__(self) -> None:
         self._seen: dict[tuple[str, Path], ReadState] = {}
         self._locks: dict[Path, trio.Lock] = {}
 

@@ -368,11 +368,11 @@ def _unwrap(cmd: Cmd, depth: int, script: _Script) -> None:
     elif prog == "sg" and (nested := namespace.sg_script(args)) is not None:
         _read(nested, depth + 1, cmd.fed, script)
     elif prog in ("find", "gfind"):
-        for nested in _find_execs(args):
+        for exec_words in _find_execs(args):
             roots = list(itertools.takewhile(lambda a: not a.startswith(("-", "(", "!")), args))
-            inner = Cmd(words=nested, wrappers=cmd.wrappers + ["find"], found_build=_find_is_build(args),
-                        find_roots=roots)
-            _unwrap(inner, depth + 1, script)
+            exec_cmd = Cmd(words=exec_words, wrappers=cmd.wrappers + ["find"], found_build=_find_is_build(args),
+                           find_roots=roots)
+            _unwrap(exec_cmd, depth + 1, script)
     elif _INTERPRETERS.match(prog):
         opts, _ = _parse(args, "ceEmWXr")
         script.code += [v for o, v in opts if o in ("-c", "-e", "-E", "-r") and v]

@@ -354,6 +354,11 @@ class Opened:
     fd: int | None
     st: os.stat_result | None
 
+    def held(self) -> tuple[int, os.stat_result]:
+        """`fd` and `st`, there unless opened for "write" (whose file may not exist yet)."""
+        assert self.fd is not None and self.st is not None, f"{self.path}: not opened"
+        return self.fd, self.st
+
 
 def _hard_links(raw: str, st: os.stat_result) -> ToolError:
     # Another name of the same file may sit anywhere on this file system (a link to ~/.ssh/id_rsa, say),
@@ -376,10 +381,11 @@ def read_fd(raw: str, fd: int, cap: int, hint: str = "") -> bytes:
 def read_whole(raw: str, f: Opened, cap: int, hint: str = "") -> bytes:
     """A checked file's whole content; refused when larger than `cap`, or when it changed or gained a name
     while being read (a hard link swapped in and out again)."""
-    if f.st.st_size > cap:
-        raise ToolError(f"{raw}: {f.st.st_size} bytes is larger than {cap >> 20} MiB{hint}")
-    data = read_fd(raw, f.fd, cap, hint)
-    if not still_single(f.folder, f.name, f.fd, f.st):
+    fd, st = f.held()
+    if st.st_size > cap:
+        raise ToolError(f"{raw}: {st.st_size} bytes is larger than {cap >> 20} MiB{hint}")
+    data = read_fd(raw, fd, cap, hint)
+    if not still_single(f.folder, f.name, fd, st):
         raise ToolError(f"{raw}: changed while being read (renamed, replaced or given another name); try again")
     return data
 
@@ -504,7 +510,7 @@ def replace(opened: Opened, data: bytes) -> os.stat_result:
 def walk(session: ToolSession, top: Opened) -> Iterator[tuple[Path, int, list[str], list[str]]]:
     """(folder, its fd, subfolder names, regular file names) from `top` down, like os.walk: prune the
     subfolder list in place. Links are never followed and refused paths never listed."""
-    yield from _walk(Rules.of(session), top.path, top.fd)
+    yield from _walk(Rules.of(session), top.path, top.held()[0])
 
 
 def _walk(rules: Rules, path: Path, fd: int) -> Iterator[tuple[Path, int, list[str], list[str]]]:

@@ -79,7 +79,7 @@ class _Ignores:
             if folder.is_relative_to(root):
                 try:
                     with open_checked(session, str(folder / ".gitignore"), "file") as f:
-                        self._add(folder, read_fd(".gitignore", f.fd, 1 << 20))
+                        self._add(folder, read_fd(".gitignore", f.held()[0], 1 << 20))
                 except ToolError:
                     pass  # none there, or not readable: nothing to ignore
 
@@ -139,7 +139,8 @@ def _search(session: ToolSession, args: SearchArgs) -> str:
     rx = glob_regex(pattern)
     by_name = "/" not in pattern
     cap = _cap(args.max_results)
-    found, total = [], 0
+    found: list[str] = []
+    total = 0
     with open_checked(session, args.path, "folder") as top:
         for folder, _, name in _files(session, top, args.include_ignored):
             rel = name if by_name else (folder / name).relative_to(top.path).as_posix()
@@ -237,9 +238,10 @@ def _grep(session: ToolSession, args: GrepArgs) -> str:
     name_rx = glob_regex(name_glob) if name_glob else None
     grep = _Grep(rx, max(0, min(args.context, 10)), _cap(args.max_matches))
     with open_checked(session, args.path, "any") as top:
-        if stat.S_ISREG(top.st.st_mode):
-            data = read_fd(args.path, top.fd, GREP_FILE_BYTES)
-            if not still_single(top.folder, top.name, top.fd, top.st):
+        top_fd, top_st = top.held()
+        if stat.S_ISREG(top_st.st_mode):
+            data = read_fd(args.path, top_fd, GREP_FILE_BYTES)
+            if not still_single(top.folder, top.name, top_fd, top_st):
                 raise ToolError(f"{args.path}: changed while being read (renamed, replaced or given another name); "
                                 "try again")
             grep.file(shown(session, top.path), data)

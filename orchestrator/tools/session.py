@@ -8,7 +8,7 @@ reaches the jobs and an answer to "may I run this?" reaches the person in front 
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any, Awaitable, Callable, Literal
+from typing import Any, Awaitable, Callable, Literal, Sequence
 
 from orchestrator.tools.jail import Settings
 from orchestrator.tools.jobs import JobTable
@@ -23,7 +23,7 @@ async def _nobody(agent: str, category: str, summary: str) -> Answer:
 
 
 class ToolSession:
-    def __init__(self, workspace: Path, *, grants: list[Path] = (), ask: Asker = _nobody,
+    def __init__(self, workspace: Path, *, grants: Sequence[Path] = (), ask: Asker = _nobody,
                  spawn: Callable[..., None] | None = None, sandbox: Settings = Settings(),
                  agent_sandbox: dict[str, Settings] | None = None, private: tuple[Path, ...] = ()):
         self.workspace = Path(workspace).resolve()

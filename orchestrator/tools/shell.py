@@ -147,6 +147,7 @@ async def bash(args: BashArgs, ctx: ToolContext) -> ToolOutput | str:
                     await checked()
             raise
         if watch is not None:
+            assert ctx.session.spawn is not None  # a background job starts only in a room (checked above)
             ctx.session.spawn(_patrol, job, partial(checked, False))
         return (f"Started background job {job.id} (stopped after {timeout:g} s or when the room stops). "
                 f"Check it with job_status, read it with job_output, stop it with job_kill.")

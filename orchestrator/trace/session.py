@@ -62,7 +62,7 @@ async def tracing(trace_file: Path | None, environ: Mapping[str, str] = os.envir
     finally:
         for sink in sinks:
             TRACER.remove(sink)
-        if processor is not None:
+        if provider is not None and processor is not None:  # both set, or neither
             with trio.CancelScope(shield=True):
                 await processor.flush()
             provider.shutdown()

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import random
 import time
-from contextvars import ContextVar
+from contextvars import ContextVar, Token
 from typing import Any, Literal, Protocol
 
 import trio
@@ -46,8 +46,8 @@ class Span:
     def __init__(self, tracer: Tracer, name: str, kind: Kind, parent: Span | None, attributes: Attributes,
                  links: list[Span]):
         self.tracer, self.name, self.kind, self.parent = tracer, name, kind, parent
-        self.trace_id = parent.trace_id if parent else _ids.getrandbits(128)
-        self.span_id = _ids.getrandbits(64)
+        self.trace_id: int = parent.trace_id if parent else _ids.getrandbits(128)
+        self.span_id: int = _ids.getrandbits(64)
         self.start_ns, self.end_ns = time.time_ns(), 0
         self.status: Literal["unset", "ok", "error"] = "unset"
         self.message = ""
@@ -163,7 +163,8 @@ class active:
     __slots__ = ("span", "token")
 
     def __init__(self, span: Span):
-        self.span, self.token = span, None
+        self.span = span
+        self.token: Token[Span | None] | None = None
 
     def __enter__(self) -> Span:
         if self.span.recording:

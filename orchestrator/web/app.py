@@ -38,6 +38,7 @@ from starlette.responses import Response, StreamingResponse
 from starlette.routing import Mount, Route
 from starlette.staticfiles import StaticFiles
 from starlette.templating import Jinja2Templates
+from starlette.types import Receive, Scope, Send
 
 from orchestrator.core.errors import InputError, RoomNotFound
 from orchestrator.core.events import message_event
@@ -134,7 +135,9 @@ def build_app(host: Host, token: str, hosts: Hosts, *, ping: float = PING_SECOND
         if not name or len(name) > 100:
             raise InputError("a room name is 1 to 100 characters")
         async with host.room(None, name=name) as hosted:
-            return _json({"id": hosted.room.id, "name": name, "url": f"/rooms/{hosted.room.id}"}, 201)
+            # Elsewhere: created, then taken by another process before it opened here
+            room_id = hosted.id if isinstance(hosted, Elsewhere) else hosted.room.id
+            return _json({"id": room_id, "name": name, "url": f"/rooms/{room_id}"}, 201)
 
     async def state(request: Request) -> Response:
         async with host.room(request.path_params["room_id"]) as hosted:
@@ -309,7 +312,7 @@ class _Counted(StreamingResponse):
         super().__init__(content, **options)
         self._release = release
 
-    async def __call__(self, scope: dict, receive: Any, send: Any) -> None:
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         try:
             await super().__call__(scope, receive, send)
         finally:

@@ -128,7 +128,7 @@ class Guard:
     def __init__(self, app: Any, hosts: Hosts, max_body: int = MAX_BODY):
         self.app, self.hosts, self.max_body = app, hosts, max_body
 
-    async def __call__(self, scope: dict, receive: Any, send: Any) -> None:
+    async def __call__(self, scope: Any, receive: Any, send: Any) -> None:
         if scope["type"] == "websocket":  # none is served: refused before any app code runs
             await send({"type": "websocket.close", "code": 1008})
             return

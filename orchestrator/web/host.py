@@ -71,9 +71,15 @@ class Host:
 
     def __init__(self, models: Models):
         self.models = models
-        self.leased: LeasedRooms | None = None
+        self._leased: LeasedRooms | None = None  # while open()'s block runs
         self.store: Any = None
         self._feeds: dict[str, Feed] = {}
+
+    @property
+    def leased(self) -> LeasedRooms:
+        if self._leased is None:
+            raise RuntimeError("a Host has rooms only inside `async with Host.open(...)`")
+        return self._leased
 
     @classmethod
     @asynccontextmanager
@@ -83,7 +89,7 @@ class Host:
         host.store = store
         async with LeasedRooms.open(store, name, None, resolver=models.resolver, team=models.team,
                                     models=models.catalog, mcp=models.mcp, can_confirm=True,
-                                    on_open=host._opened, on_close=host._closed, **options) as host.leased:
+                                    on_open=host._opened, on_close=host._closed, **options) as host._leased:
             yield host
 
     async def _opened(self, room: Room) -> None:
@@ -115,7 +121,7 @@ class Host:
         room named `name`."""
         async with AsyncExitStack() as stack:
             try:
-                room = await stack.enter_async_context(self.leased.rooms.room(
+                room: Room | Elsewhere = await stack.enter_async_context(self.leased.rooms.room(
                     ref, name=name, team=self.models.new_team, workspace=self.models.workspace))
             except HeldElsewhere as exc:
                 record = await self.store.room(exc.room)

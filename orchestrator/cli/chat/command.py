@@ -208,6 +208,7 @@ async def load_setup(args: argparse.Namespace, store: Store, stack: AsyncExitSta
             show_widening(args, team, "agents/", workspace)
         else:
             team = models_of = default_team()
+    assert models_of is not None  # the stored room's team, the one named, or the default one
     resolve, models, prices = await resolver(args.model, models_of, scripted, stack)
     if refused:  # said after the model: a first start in the home folder learns both, the model first
         raise InputError(refused)

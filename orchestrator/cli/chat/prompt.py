@@ -56,6 +56,7 @@ class Prompt:
     def _toolbar(self) -> str:
         """The status area (prompt thread): lines in progress, else floor and who is working."""
         try:
+            assert self.session is not None  # a toolbar is only shown by the interactive session
             return self.status(self.session.app.output.get_size().columns)
         except Exception:  # never let a status line break the prompt
             return f" {self._room_name()} · /help"
@@ -77,12 +78,13 @@ class Prompt:
         return "\n".join(lines)
 
     def _prompt(self) -> str:
+        session, lines = self.session, self.lines
+        assert session is not None and lines is not None  # read_line prompts only when interactive
         self._running.set()
         try:
-            return self.session.prompt(pre_run=lambda: self.lines.started(self.session.app),
-                                       set_exception_handler=False)
+            return session.prompt(pre_run=lambda: lines.started(session.app), set_exception_handler=False)
         finally:
-            self.lines.stopped()
+            lines.stopped()
             self._running.clear()
 
     async def read_line(self) -> str:
@@ -100,12 +102,14 @@ class Prompt:
     def _close(self) -> None:
         """Make the abandoned prompt thread exit, so that it gives the terminal back."""
         app = self.session.app if self.session else None
+        if app is None:
+            return
 
         def close() -> None:
             if app.is_running and app.future is not None and not app.future.done():
                 app.exit(exception=EOFError())
 
-        if app is not None and app.is_running and app.loop is not None:
+        if app.is_running and app.loop is not None:
             try:
                 app.loop.call_soon_threadsafe(close)
             except RuntimeError:  # its loop has just closed

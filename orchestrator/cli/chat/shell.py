@@ -219,6 +219,7 @@ class Shell:
         if room is not None and (room.busy or room.asking):
             self._armed = False
             if not self._stopping:
+                assert self._nursery is not None  # a room is only open inside run()'s nursery
                 self._nursery.start_soon(self._stop, room)
         elif self._armed:
             self._leave.cancel()
@@ -382,6 +383,7 @@ class Shell:
         if room.busy:
             raise InputError("agents are still working: wait, or /stop them, then /export")
         record = await self.store.room(room.id)
+        assert record is not None  # the open room's own row
         messages = await self.store.load(room.id)
         data = visible(to_markdown(record, messages)).encode("utf-8")  # read by a person: nothing acts
         # The path is often in the workspace, where an agent may have planted a link: written as the tools write.

@@ -9,7 +9,7 @@ import re
 import sys
 import threading
 from dataclasses import dataclass, field
-from typing import Any, Callable
+from typing import Any, Callable, TextIO
 
 from orchestrator.cli.transcript import Printer
 from orchestrator.core.events import (
@@ -265,7 +265,7 @@ class Lines:
     """
 
     def __init__(self, out: Any = None):
-        self._out = out or sys.__stdout__
+        self._out: TextIO = out or sys.__stdout__ or sys.stdout  # __stdout__ is None only without a console
         self._lock = threading.Lock()
         self._pending: list[str] = []
         self._app: Any = None
