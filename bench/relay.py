@@ -38,6 +38,9 @@ def rss_mb() -> float:
 
 
 async def ours(turns: int, prof: cProfile.Profile | None = None) -> dict:
+    from orchestrator.core import startup
+
+    startup.tune()  # as the command line does: lean imports, the collector policy (a library process: without)
     from orchestrator.providers.scripted import Reply, ScriptedProvider
     from orchestrator.room.room import COMMANDER, Room
     from orchestrator.store.db import Store
