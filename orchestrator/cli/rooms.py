@@ -19,7 +19,6 @@ from orchestrator.core.errors import AmbiguousRoom, InputError, RoomNotFound
 from orchestrator.core.events import message_event
 from orchestrator.store.backends import is_url
 from orchestrator.store.records import RoomRecord
-from orchestrator.core.visible import visible
 from orchestrator.store.export import to_markdown
 from orchestrator.store.usage import UsageLog, table
 
@@ -137,7 +136,7 @@ async def cmd_export(args) -> int:
         for m in messages:
             reader_may_leave(json_out)(message_event(m))
     else:
-        sys.stdout.write(visible(to_markdown(record, messages)))  # read by a person: nothing acts
+        sys.stdout.write(to_markdown(record, messages))  # for a person: printed through the CLI's sanitizer
     return 0
 
 

@@ -52,11 +52,12 @@ class Runtime:
         `workspace`: the agents' folder (default: a temporary one); `env`: the environment config.toml and the
         API keys are read from (default: os.environ)."""
         async with AsyncExitStack() as stack:
-            temporary = Path(stack.enter_context(tempfile.TemporaryDirectory(prefix="orchestrator-"))) \
-                if db is None or workspace is None else Path()
-            store = await open_store(temporary / "rooms.db" if db is None else db)
+            def temporary(name: str) -> Path:  # a folder of its own, gone with the runtime
+                return Path(stack.enter_context(tempfile.TemporaryDirectory(prefix="orchestrator-"))) / name
+
+            store = await open_store(db if db is not None else temporary("rooms.db"))
             stack.push_async_callback(store.close)
-            folder = Path(workspace).expanduser().resolve() if workspace is not None else temporary / "workspace"
+            folder = Path(workspace).expanduser().resolve() if workspace is not None else temporary("workspace")
             folder.mkdir(parents=True, exist_ok=True)
             play = ScriptedProvider({k: list(v) for k, v in scripted.items()}) \
                 if isinstance(scripted, Mapping) else scripted

@@ -43,6 +43,7 @@ from starlette.types import Receive, Scope, Send
 from orchestrator.core.errors import InputError, RoomNotFound
 from orchestrator.core.events import message_event
 from orchestrator.core.types import ImageBlock, ToolResultBlock
+from orchestrator.room.room import checked_line
 from orchestrator.team.schema import Team
 from orchestrator.web.feed import Key, frame, parse_id
 from orchestrator.web.guard import Guard, Hosts
@@ -52,7 +53,6 @@ HERE = Path(__file__).parent
 PING_SECONDS = 15.0
 FOLLOW_SECONDS = 0.2  # how often a stream of a room run by another process looks for new stored messages
 FLUSH_SECONDS = 0.1  # a subscriber gets at most ~10 writes a second: live to the eye, cheap for the room
-MAX_LINE = 100_000  # characters in one posted line
 ANSWERS = ("once", "run", "deny")
 # Open event streams one worker process serves: a page holds one, so these are many tabs; past them a
 # stream is refused (429) rather than let a runaway script hold the process's memory and store reads.
@@ -245,8 +245,7 @@ def build_app(host: Host, token: str, hosts: Hosts, *, ping: float = PING_SECOND
         text = line.text.strip()
         if not text:
             raise InputError("the line is empty")
-        if len(text) > MAX_LINE:
-            raise InputError(f"the line is longer than {MAX_LINE} characters")
+        checked_line(text)  # the one cap every surface has, before the line is stored anywhere
         posted = await host.leased.post(request.path_params["room_id"], text)
         if posted.via == "inbox":  # stored for the process that runs the room; it answers there
             return _json({"inbox": posted.inbox}, 202)
