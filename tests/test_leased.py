@@ -181,7 +181,7 @@ async def test_a_handoff_answers_the_line_and_the_floor_owner_owes_the_note(back
             with trio.fail_after(10):
                 while room.floor != "coder":
                     await trio.sleep(0.01)
-            room._cancel_all()  # the host dies: the coder never answers
+            room._tasks.cancel_all()  # the host dies: the coder never answers
         assert (await store.answered(record.id))["commander"] >= line.seq
         assert not any(m.author == "coder" and m.kind == "text" for m in await store.read(record.id))
     finally:

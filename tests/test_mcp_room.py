@@ -124,7 +124,7 @@ async def test_read_only_mcp_tools_run_concurrently(store, tmp_path):
     async with open_hub(tmp_path / "logs") as hub:
         async with Room.create(store, team(["mcp:files/slow"], files=stdio()), resolver(provider),
                                workspace=tmp_path, mcp=hub) as room:
-            await hub.connection("files", room.mcp_servers["files"]).tools()  # started before the clock
+            await hub.connection("files", room._mcp_servers["files"]).tools()  # started before the clock
             t0 = time.perf_counter()
             await room.post("Sleep three times.")
             await room.idle()

@@ -92,9 +92,9 @@ async def test_the_pass_runs_once_the_room_is_idle_and_its_proposal_waits_for_th
         review = [r for r in provider.requests if r.agent == "evolve"]
         assert len(review) == 1 and review[0].auxiliary and review[0].max_output_tokens == 1_500
         assert "a report please" in request_text(review[0]) and "Here is the report." in request_text(review[0])
-        assert await room.memory.entries("notes") == []  # staged only
+        assert await room._memory.entries("notes") == []  # staged only
         [line] = await room.review(True)
-        assert line.startswith("accepted") and await room.memory.entries("notes") == [
+        assert line.startswith("accepted") and await room._memory.entries("notes") == [
             "Reports are written in Markdown."]
     assert pending(tmp_path) == []
 

@@ -202,9 +202,9 @@ async def effective(tmp: Path, cwd: Path, monkeypatch, *flags: str) -> dict:
 
         async def read_line() -> str:
             room = shell.room
-            seen.update(sandbox=room.tool_session.sandbox, agents=dict(room.tool_session.agent_sandbox),
+            seen.update(sandbox=room._tool_session.sandbox, agents=dict(room._tool_session.agent_sandbox),
                         tools={n: list(m.spec.tools) for n, m in room.members.items()},
-                        skills=set(room.skills.library.skills), mcp=set(room.mcp_servers), workspace=room.workspace)
+                        skills=set(room.skills.library.skills), mcp=set(room._mcp_servers), workspace=room.workspace)
             raise EOFError
 
         shell.prompt.read_line = read_line

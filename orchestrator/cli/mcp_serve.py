@@ -166,7 +166,7 @@ async def serve(args, setup_fn) -> int:
         setup = await setup_fn(args, store, stack)
         rooms = Rooms(store, setup)
         async with RoomHost.open(store, setup.resolve, team=setup.team, models=setup.models, mcp=setup.mcp,
-                                 on_open=rooms.opened) as rooms.host:
+                                 config=setup.config, on_open=rooms.opened) as rooms.host:
             await build(rooms).run_stdio_async()
             for room in list(rooms.host.rooms.values()):  # the client left: nobody waits for that work
                 if room.busy:

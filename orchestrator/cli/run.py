@@ -43,7 +43,7 @@ async def cmd_run(args) -> int:
     real = [a.model for a in (scn.team.commander, *scn.team.agents) if a.model not in ("scripted", "")]
     async with AsyncExitStack() as stack:
         model: Resolver | None = None
-        models = prices = None
+        models = prices = config = None
         if args.model or real:
             registry = await stack.enter_async_context(Registry.load())
             if args.model:
@@ -52,11 +52,11 @@ async def cmd_run(args) -> int:
                 for name in real:
                     registry.resolve(name)  # a missing key is bad input, found before any room exists
                 model = registry
-            models, prices = registry.windows(args.model), registry.catalog.price
+            models, prices, config = registry.windows(args.model), registry.catalog.price, registry.config
         await stack.enter_async_context(tracing(args.trace))
         db = args.db or new_run_db(scn.name)
         result = await run_scenario(scn, db=db, workspace=args.workspace, model=model, on_event=sink,
-                                    models=models, prices=prices)
+                                    models=models, prices=prices, config=config)
     if not args.json:
         show = f"orchestrator show {result.room_id}" + (f" --db {args.db}" if args.db else "")
         print(f"(the room is kept: `{show}` prints it again)")

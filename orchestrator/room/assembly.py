@@ -37,21 +37,26 @@ _SLOT = "\x00ledger\x00"  # a ledger line no task has: where the frame's lines g
 class Room(Protocol):
     """What an agent's assembly reads of its room (room.py's Room)."""
 
-    id: str
-    members: dict[str, Member]
-    resolve: Callable[[str], tuple[Provider, str]]
-    models: Callable[[str], ModelInfo | None] | None
-    memory: Memory
-    skills: RoomSkills
-    workspace: Path
-    tool_session: ToolSession
-    retry: RetryPolicy
-    ledger: Ledger
-    bus: Bus
-    mcp: Hub | None
-    mcp_servers: dict[str, ServerConfig]
-    mcp_told: set[str]
+    _resolve: Callable[[str], tuple[Provider, str]]
+    _models: Callable[[str], ModelInfo | None] | None
+    _memory: Memory
+    _tool_session: ToolSession
+    _retry: RetryPolicy
+    _bus: Bus
+    _mcp: Hub | None
+    _mcp_servers: dict[str, ServerConfig]
+    _mcp_told: set[str]
 
+    @property
+    def id(self) -> str: ...
+    @property
+    def members(self) -> dict[str, Member]: ...
+    @property
+    def skills(self) -> RoomSkills: ...
+    @property
+    def workspace(self) -> Path: ...
+    @property
+    def ledger(self) -> Ledger: ...
     @property
     def floor(self) -> str: ...
     def roster(self) -> list[AgentDef]: ...
@@ -74,13 +79,13 @@ async def agent(room: Room, member: Member, commander_tools: list[Tool], room_to
     """The member's turn as the engine runs it."""
     spec = member.spec
     model_string = spec.model or room.members[COMMANDER].spec.model
-    provider, model = room.resolve(model_string)
-    info = room.models(model_string) if room.models else None
+    provider, model = room._resolve(model_string)
+    info = room._models(model_string) if room._models else None
     window = spec.context_window or (info.context_window if info else DEFAULT_WINDOW)
     tools = toolbox.registry(spec, room_tools)
     if toolbox.grants(spec):
         await _add_mcp_tools(room, member, tools, window)
-    memory = await room.memory.snapshot()
+    memory = await room._memory.snapshot()
     if member.name == COMMANDER:
         for t in commander_tools:
             tools.add(t)
@@ -94,7 +99,7 @@ async def agent(room: Room, member: Member, commander_tools: list[Tool], room_to
         member.prompt = (inputs, text, estimate(text))
     _, system, system_tokens = member.prompt
     return Agent(name=member.name, provider=provider, model=model, system=system, tools=tools,
-                 workspace=room.workspace, session=room.tool_session, retry=room.retry, cache_key=room.id,
+                 workspace=room.workspace, session=room._tool_session, retry=room._retry, cache_key=room.id,
                  system_tokens=system_tokens, window=window, budget=spec.request_budget,
                  compact_at=spec.compact_at or (info.compact_at if info else 0.8),
                  thinking_budget=spec.thinking.budget_tokens if spec.thinking else None)
@@ -119,10 +124,10 @@ def _commander_prompt(room: Room, member: Member, tools: list[str], memory: str,
 async def _add_mcp_tools(room: Room, member: Member, tools: Registry, window: int) -> None:
     """The member's MCP tools; a server that started once stays up for every room of this process.
     What is left out (a server down, a broken schema) is told once, to the user and the member."""
-    if room.mcp is None:
+    if room._mcp is None:
         problems = ["MCP servers are granted but this room has no MCP hub (open one with open_hub)"]
     else:
-        found = await toolset(room.mcp, room.mcp_servers, toolbox.grants(member.spec), window, member.mcp_loaded)
+        found = await toolset(room._mcp, room._mcp_servers, toolbox.grants(member.spec), window, member.mcp_loaded)
         for t in found.tools:
             tools.add(t)
         if found.deferred:
@@ -135,6 +140,6 @@ async def _add_mcp_tools(room: Room, member: Member, tools: Registry, window: in
         problems = found.problems
     for line in problems:
         told = line.split("; next start attempt in")[0]
-        if told not in room.mcp_told:
-            room.mcp_told.add(told)
-            await room.bus.notice(line, [USER, member.name])
+        if told not in room._mcp_told:
+            room._mcp_told.add(told)
+            await room._bus.notice(line, [USER, member.name])

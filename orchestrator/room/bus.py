@@ -8,17 +8,21 @@ settles, deferred rows once `due` (the room's next line usually carries them fir
 """
 from __future__ import annotations
 
+import time
 from typing import Callable, Sequence
 
 import trio
 
-from orchestrator.core.events import Event, message_event
+from orchestrator.core.events import ErrorEvent, Event, message_event
+from orchestrator.core.log import logger
 from orchestrator.core.passes import held
 from orchestrator.core.types import Draft, Message, TextBlock
 from orchestrator.room.members import ROOM, Member
 from orchestrator.store.contract import Side, Store
 from orchestrator.store.db import immediate
 from orchestrator.store.records import TaskRecord, task_side
+
+log = logger(__name__)
 
 DEFER = 1.0  # seconds a deferred write waits for the room to settle before it rides the next message
 
@@ -162,6 +166,28 @@ class Bus:
                     except BaseException:
                         self._give_back(carried)
                         raise
+
+    async def flush_when_due(self) -> None:
+        """The deferred rows, once due: a room that answers one short line after another has its next line carry
+        them, so its rows cost a write per second, not a task and a write per line. A failure is told, and the
+        rows wait for the room's next message or its close."""
+        try:
+            await trio.sleep_until(self._due)
+            await self.flush()
+        except Exception as exc:
+            log.exception("usage rows not written")
+            self.publish(ErrorEvent(ts=time.time(), message=f"usage rows not written yet: {exc}",
+                                    error_class=type(exc).__name__))
+
+    async def flush_closing(self, failing: bool) -> None:
+        """The room is closing: what waits is written now. When an error is closing it, that error is the one
+        the caller hears about; the rows' write failing too is only logged."""
+        try:
+            await self.flush()
+        except Exception:
+            if not failing:
+                raise
+            log.exception("usage rows not written as the room closed")
 
     async def notice(self, text: str, visible_to: list[str], notify: tuple[str, ...] = ()) -> Message:
         """A line the room itself writes (an unknown @name, a limit, an answered question)."""

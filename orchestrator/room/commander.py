@@ -28,12 +28,14 @@ from orchestrator.trace.spans import OFF, Span, active, current, root
 class Host(Protocol):
     """What the commander's tools use of their room (room.py's Room)."""
 
-    bus: Bus
-    ledger: Ledger
-    lines: Lines
-    members: dict[str, Member]
-    workers: trio.CapacityLimiter  # max_workers: extra workers queue here
+    _bus: Bus
+    _lines: Lines
+    _workers: trio.CapacityLimiter  # max_workers: extra workers queue here
 
+    @property
+    def ledger(self) -> Ledger: ...
+    @property
+    def members(self) -> dict[str, Member]: ...
     def roster(self) -> list[AgentDef]: ...
     def anonymous_member(self, call_id: str, batch: list[str]) -> Member: ...
     async def turn(self, member: Member, mode: Mode, links: tuple[Span, ...] = (), *,
@@ -79,8 +81,8 @@ async def _assign(room: Host, member: Member, task: str, kind: str, ctx: ToolCon
     """The task message and its ledger entry, committed together (and with the response's other assignments)."""
     rec = room.ledger.new(member.name, kind, task, background=background)
     alone = sum(c.name in ASSIGNING for c in ctx.siblings) == 1
-    await room.bus.post(Draft(author=COMMANDER, kind="task", blocks=[TextBlock(render("worker_task.md.j2", task=task))],
-                           visible_to=visible_to), task=rec, alone=alone)
+    await room._bus.post(Draft(author=COMMANDER, kind="task", blocks=[TextBlock(render("worker_task.md.j2", task=task))],
+                            visible_to=visible_to), task=rec, alone=alone)
     return rec  # opened in the ledger by the bus as the commit landed (Bus.landed)
 
 
@@ -90,7 +92,7 @@ async def _work(room: Host, member: Member, task_id: str, mode: Mode, links: tup
     only one, so its result is committed as soon as this returns (see Room.turn)."""
     status, result = "cancelled", "stopped"
     try:
-        async with held(room.workers):
+        async with held(room._workers):
             done = await room.turn(member, mode, links, at_once=at_once)
         status, result = "done", done.result
         return done.result
@@ -148,9 +150,9 @@ def commander_tools(room: Host) -> list[Tool]:
                             f"to give it work instead")
         last = next((m.text for m in reversed(room.members[COMMANDER].partition.messages) if m.author == USER), "")
         await room.set_floor(member.name)
-        room.lines.event(sc.HANDOFF, COMMANDER, member.name)
-        await room.bus.post(Draft(author=COMMANDER, kind="task", visible_to=[member.name, USER],
-                               blocks=[TextBlock(render("handoff.md.j2", note=args.note, last_line=last))]))
+        room._lines.event(sc.HANDOFF, COMMANDER, member.name)
+        await room._bus.post(Draft(author=COMMANDER, kind="task", visible_to=[member.name, USER],
+                                blocks=[TextBlock(render("handoff.md.j2", note=args.note, last_line=last))]))
         room.wake(member.name)
         return ToolOutput(f"{member.name} has the floor now and talks with the user", end_turn="handoff")
 

@@ -28,10 +28,12 @@ from orchestrator.trace import semconv as sc
 class Room(Protocol):
     """What the commit policy uses of its room (room.py's Room)."""
 
-    bus: Bus
-    ledger: Ledger
-    lines: Lines
+    _bus: Bus
+    _lines: Lines
     _floor: Floor
+
+    @property
+    def ledger(self) -> Ledger: ...
 
     async def notice(self, text: str, visible_to: list[str], notify: tuple[str, ...] = ()) -> Message: ...
     def wake(self, name: str) -> None: ...
@@ -63,7 +65,7 @@ def committer(room: Room, member: Member, mode: Mode, at_once: bool = False) -> 
                                              if isinstance(b, ToolCallBlock)):
             # Its tools' first act is to post their task (commander.py, _assign): it commits in that transaction.
             # Every call of a round gets a result posted, also when it is stopped (engine/runner.py, _run_calls).
-            room.bus.hold(draft)
+            room._bus.hold(draft)
             return None
         # A turn's last words record what they answer, in their own row: a host that takes the room over after
         # a crash knows which lines still wait (leased.py), however the reply and later lines interleaved.
@@ -73,16 +75,16 @@ def committer(room: Room, member: Member, mode: Mode, at_once: bool = False) -> 
         if at_once and draft.kind == "text" and not handed and not member.partition.unread:
             # Its last words (the engine goes on after a text only for unread lines, and none can land before it
             # decides): the tool result that carries its report is the room's next commit (commander.py, _work).
-            room.bus.hold(draft, answers)
+            room._bus.hold(draft, answers)
             return None
-        msg = await room.bus.post(draft, answers=answers)
+        msg = await room._bus.post(draft, answers=answers)
         if draft.kind == "tool_result":
             res = draft.blocks[0]
             if isinstance(res, ToolResultBlock) and res.content == CANCELLED:
-                room.bus.publish(ToolEnd(ts=time.time(), agent=member.name, call_id=res.call_id,
-                                         name=res.name, result=res.content, is_error=True))
+                room._bus.publish(ToolEnd(ts=time.time(), agent=member.name, call_id=res.call_id,
+                                          name=res.name, result=res.content, is_error=True))
         if handed and await room._floor.hand_back(member.name):
-            room.lines.event(sc.HANDBACK, member.name, COMMANDER)
+            room._lines.event(sc.HANDBACK, member.name, COMMANDER)
             await _pending_after_handback(room, member)
         return msg
 

@@ -22,6 +22,7 @@ from orchestrator.core.retry import RetryPolicy
 from orchestrator.core.types import Message
 from orchestrator.mcplink.servers import Hub
 from orchestrator.memory.knowledge import KnowledgeBase, for_store
+from orchestrator.providers.config import Config, load_config
 from orchestrator.room.heap import Heap
 from orchestrator.room.room import Catalog, Resolve, Room
 from orchestrator.store.contract import Store
@@ -54,6 +55,7 @@ class _Common(TypedDict):
     models: Catalog | None
     mcp: Hub | None
     can_confirm: bool
+    config: Config | None
 
 
 @dataclass(eq=False)
@@ -82,7 +84,7 @@ class RoomHost:
                  retry: RetryPolicy = RetryPolicy(), can_confirm: bool = False,
                  idle_close: float | None = IDLE_CLOSE, resolver: Callable[[], Resolve] | None = None,
                  on_open: OnOpen | None = None, on_close: Callable[[Room], None] | None = None,
-                 keeper: Keeper | None = None, workspace: Path | None = None):
+                 keeper: Keeper | None = None, workspace: Path | None = None, config: Config | None = None):
         self.store, self.team, self.idle_close = store, team, idle_close
         self._workspace = workspace  # of a new room that names none
         if resolver is None:
@@ -92,7 +94,8 @@ class RoomHost:
             resolver = lambda: fixed
         self._resolver: Callable[[], Resolve] = resolver
         self._nursery, self._knowledge = nursery, knowledge
-        self._common = _Common(retry=retry, knowledge=knowledge, models=models, mcp=mcp, can_confirm=can_confirm)
+        self._common = _Common(retry=retry, knowledge=knowledge, models=models, mcp=mcp, can_confirm=can_confirm,
+                               config=config)
         self._on_open, self._on_close, self._keeper = on_open, on_close, keeper
         self._open: dict[str, _Open] = {}
         self._opening: dict[str, trio.Event] = {}  # room id -> set once it is open (or failed to open)
@@ -103,8 +106,11 @@ class RoomHost:
     @classmethod
     @asynccontextmanager
     async def open(cls, store: Store, resolve: Resolve | None, **options) -> AsyncIterator[RoomHost]:
-        """A host over `store`; on exit every room is left to finish its work, then closed."""
+        """A host over `store`; on exit every room is left to finish its work, then closed. config.toml is read
+        once here unless `config` gives it."""
         knowledge = options.pop("knowledge", None) or await for_store(store)
+        if options.get("config") is None:
+            options["config"] = await trio.to_thread.run_sync(load_config)
         async with trio.open_nursery() as nursery:
             host = cls(store, resolve, nursery, knowledge, **options)
             settling = trio.CancelScope()

@@ -23,14 +23,19 @@ from orchestrator.team import trust
 class Room(Protocol):
     """What the pass and the review use of their room (room.py's Room)."""
 
-    id: str
-    store: Store
-    members: dict[str, Member]
-    resolve: Callable[[str], tuple[Provider, str]]
-    skills: RoomSkills
-    workspace: Path
-    memory: Memory
-    bus: Bus
+    _store: Store
+    _resolve: Callable[[str], tuple[Provider, str]]
+    _memory: Memory
+    _bus: Bus
+
+    @property
+    def id(self) -> str: ...
+    @property
+    def members(self) -> dict[str, Member]: ...
+    @property
+    def skills(self) -> RoomSkills: ...
+    @property
+    def workspace(self) -> Path: ...
 
     async def notice(self, text: str, visible_to: list[str], notify: tuple[str, ...] = ()) -> Message: ...
     async def reload_skills(self) -> None: ...
@@ -38,10 +43,10 @@ class Room(Protocol):
 
 async def reflect_on(room: Room, first: int) -> None:
     """The pass over the line that began at seq `first`; the user hears of a proposal it staged."""
-    messages = [m for m in await room.store.load(room.id) if m.seq >= first]
-    provider, model = room.resolve(room.members[COMMANDER].spec.model)
+    messages = [m for m in await room._store.load(room.id) if m.seq >= first]
+    provider, model = room._resolve(room.members[COMMANDER].spec.model)
     out = await reflect(provider, model, messages, room.skills.library, room.workspace,
-                        await room.memory.snapshot(), room.id, room.bus.publish)
+                        await room._memory.snapshot(), room.id, room._bus.publish)
     if out.status == "proposed":
         await room.notice(f"Proposed by the self-improvement pass: {out.reason}. Accept or reject it with "
                           "/proposals or `orchestrator skills review`.", [USER])
@@ -55,7 +60,7 @@ async def review(room: Room, accept: bool, ident: str = "all") -> list[str]:
     else:
         chosen = [await trio.to_thread.run_sync(proposals.find, room.workspace, ident)]
     before = await trio.to_thread.run_sync(trust.survey, room.workspace) if accept else None
-    said = [await decide(s, accept, room.skills.library, room.workspace, room.memory) for s in chosen]
+    said = [await decide(s, accept, room.skills.library, room.workspace, room._memory) for s in chosen]
     if before is not None and chosen:
         after = await trio.to_thread.run_sync(trust.survey, room.workspace)
         await trio.to_thread.run_sync(trust.vouch, before, after)

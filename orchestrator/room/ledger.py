@@ -35,6 +35,12 @@ class Ledger:
         for t in tasks:
             self._index(t)
 
+    async def restore(self, tasks: Sequence[TaskRecord]) -> None:
+        """A reopened room's tasks: those still running died with the process that ran them."""
+        self.load(tasks)
+        for t in self.running():
+            await self.close(t.id, "cancelled", "interrupted by a restart")
+
     def _index(self, rec: TaskRecord) -> None:
         self._order.setdefault(rec.id, len(self._order))
         self.tasks[rec.id] = rec

@@ -1,15 +1,29 @@
-"""The trace of each user line: its `invoke_workflow` span, open while any room task started for it runs.
+"""The user's lines: the cap on one line, from any surface, and the trace of each line: its `invoke_workflow`
+span, open while any room task started for it runs.
 
 A task belongs to the line of whoever spawned it (trio copies the spawner's context), so background
 work, handoffs and the reports that wake the commander stay in the trace of the line that caused them.
 """
 from __future__ import annotations
 
+from orchestrator.core.errors import InputError
 from orchestrator.trace import semconv as sc
 from orchestrator.trace.spans import OFF, TRACER, Span, current, root
 
+MAX_LINE = 100_000  # characters in one user line, from any surface; longer text belongs in a file
+
+
+def checked_line(text: str) -> str:
+    """A user line as a room takes it; one that is too long is refused whole, never cut."""
+    if len(text) > MAX_LINE:
+        raise InputError(f"the line is {len(text):,} characters; a room takes at most {MAX_LINE:,} in one line: "
+                         "put longer text in a file and name it")
+    return text
+
 
 class Lines:
+    """The open lines' spans, each with the count of room tasks working for it."""
+
     def __init__(self, room_name: str, room_id: str):
         self._name, self._id = room_name, room_id
         self._tasks: dict[Span, int] = {}  # open lines -> room tasks working for them

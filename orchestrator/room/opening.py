@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from functools import partial
 from pathlib import Path
 
 import trio
@@ -15,10 +16,13 @@ from orchestrator.mcplink.servers import Hub
 from orchestrator.memory.knowledge import KnowledgeBase
 from orchestrator.providers.base import Provider
 from orchestrator.providers.catalog import ModelInfo
+from orchestrator.providers.config import Config, load_config
+from orchestrator.room.sandboxes import sandboxes
 from orchestrator.room.skills import check_skills, default_roots
 from orchestrator.skills.library import Library, Root, discover
 from orchestrator.store.contract import Store
 from orchestrator.team.schema import Team
+from orchestrator.tools.jail import Settings
 
 Resolve = Callable[[str], tuple[Provider, str]]  # model string -> (provider, model id)
 Catalog = Callable[[str], "ModelInfo | None"]  # model string -> its window and compaction point, if known
@@ -39,18 +43,25 @@ class Opening:
     skill_roots: list[Root]  # read again by reload_skills
     library: Library
     evolve: bool
+    sandbox: Settings  # the room's shell sandbox
+    agent_sandboxes: dict[str, Settings]  # of the members that set their own
 
 
 async def opening(store: Store, team: Team, resolve: Resolve, workspace: Path, skill_roots: Sequence[Root] | None, *,
                   retry: RetryPolicy, on_event: Callable[[Event], None] | None, can_confirm: bool,
                   knowledge: KnowledgeBase | None, models: Catalog | None, mcp: Hub | None,
-                  evolve: bool) -> Opening:
-    """`skill_roots` None: the roots config.toml's [skills] names for the workspace, read off the event loop
-    (it reads the folders too), as is the library; a member naming a skill that is not there is an error here."""
+                  evolve: bool, config: Config | None) -> Opening:
+    """`config`: config.toml as the program read it (a `Runtime` reads it once); None: read now, off the event
+    loop. `skill_roots` None: the roots its [skills] names for the workspace, found off the event loop (it reads
+    the folders too), as is the library; a member naming a skill that is not there is an error here."""
+    if config is None:
+        config = await trio.to_thread.run_sync(load_config)
+    room_sandbox, agent_sandboxes = sandboxes(team, workspace, config)
     if skill_roots is None:
-        skill_roots = await trio.to_thread.run_sync(default_roots, workspace)
+        skill_roots = await trio.to_thread.run_sync(partial(default_roots, workspace, config=config))
     library = await trio.to_thread.run_sync(discover, skill_roots)
     check_skills(team, library)
     return Opening(store=store, team=team, resolve=resolve, workspace=workspace, retry=retry, on_event=on_event,
                    can_confirm=can_confirm, knowledge=knowledge, models=models, mcp=mcp,
-                   skill_roots=list(skill_roots), library=library, evolve=evolve)
+                   skill_roots=list(skill_roots), library=library, evolve=evolve, sandbox=room_sandbox,
+                   agent_sandboxes=agent_sandboxes)

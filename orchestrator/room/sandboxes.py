@@ -6,7 +6,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from orchestrator.core.errors import InputError
-from orchestrator.providers.config import load_config
+from orchestrator.providers.config import Config, load_config
 from orchestrator.room.members import COMMANDER
 from orchestrator.store.contract import Store
 from orchestrator.store.db import SqliteStore
@@ -20,9 +20,10 @@ def store_paths(store: Store) -> tuple[Path, ...]:
     return store_files(Path(store.name)) if isinstance(store, SqliteStore) and store.name != ":memory:" else ()
 
 
-def sandboxes(team: Team, workspace: Path) -> tuple[Settings, dict[str, Settings]]:
-    """The shell sandbox of the room and of the agents that set their own."""
-    config = load_config()
+def sandboxes(team: Team, workspace: Path, config: Config | None = None) -> tuple[Settings, dict[str, Settings]]:
+    """The shell sandbox of the room and of the agents that set their own; `config` as the program read it
+    (None: read config.toml now)."""
+    config = config if config is not None else load_config()
     try:
         room = Settings.parse(config.sandbox, base=workspace)
     except SettingsError as exc:

@@ -5,7 +5,6 @@ The open (untrusted) tier reaches the commander only; a worker's `skills` may ne
 """
 from __future__ import annotations
 
-import os
 import time
 from functools import partial
 from pathlib import Path
@@ -20,7 +19,7 @@ from orchestrator.core.resources import data_dir
 from orchestrator.core.types import Message
 from orchestrator.memory.notes import Memory, NoteError, Target
 from orchestrator.providers.base import Provider
-from orchestrator.providers.config import config_path, load_config
+from orchestrator.providers.config import Config, load_config
 from orchestrator.skills import evolve, proposals
 from orchestrator.skills.activation import NAME, activate_tool, allowed_names, content
 from orchestrator.skills.catalog import Listed, catalog
@@ -38,14 +37,16 @@ def shipped() -> Path:
     return data_dir("skills")
 
 
-def default_roots(workspace: Path, *, project: bool | None = None) -> list[Root]:
+def default_roots(workspace: Path, *, project: bool | None = None, config: Config | None = None) -> list[Root]:
     """The roots a room in `workspace` reads: those config.toml's [skills] sets (or the default order),
     with the package's own skills. The workspace's own .agents/skills roots: read when `project` is True,
     left out when False, and by default gated by the user's trust in the folder as it stands, asked each
     time they are read (team/trust.py): whoever wrote the folder wrote them, and a skill an agent wrote
-    there since makes them wait for the user again, even in a room opened before."""
-    config = parse_config(load_config().skills, str(config_path(os.environ)))
-    found = roots(workspace, config, shipped=shipped())
+    there since makes them wait for the user again, even in a room opened before. `config`: as the program
+    read it (None: read config.toml now)."""
+    read = config if config is not None else load_config()
+    found = roots(workspace, parse_config(read.skills, str(read.path)),
+                  shipped=shipped())
     if project is False:
         return [r for r in found if r.label != "project"]
     if project is True:

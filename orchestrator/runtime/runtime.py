@@ -13,17 +13,17 @@ from os import PathLike
 from pathlib import Path
 from typing import Any
 
-import trio
 
 from orchestrator.core.events import Event
 from orchestrator.core.types import Message
 from orchestrator.providers.base import Provider
 from orchestrator.providers.catalog import ModelInfo
-from orchestrator.providers.registry import Registry
+from orchestrator.providers.config import Config
 from orchestrator.providers.scripted import Reply, ScriptedProvider
 from orchestrator.room.host import RoomHost
 from orchestrator.room.members import USER
 from orchestrator.room.room import Room
+from orchestrator.runtime.models import models_for
 from orchestrator.store.backends import open_store
 from orchestrator.store.contract import Store
 from orchestrator.team.schema import Team
@@ -38,8 +38,9 @@ class Runtime:
     stored one, `rt.host(team)` a host of many rooms, and `rt.ask(room, line)` posts and waits for the answer."""
 
     def __init__(self, store: Store, resolve: Callable[[str], tuple[Provider, str]], *, workspace: Path,
-                 models: Callable[[str], ModelInfo | None] | None = None):
+                 models: Callable[[str], ModelInfo | None] | None = None, config: Config | None = None):
         self._store, self._resolve, self._workspace, self._models = store, resolve, workspace, models
+        self._config = config  # config.toml as read once; None: each room reads it
 
     @classmethod
     @asynccontextmanager
@@ -61,21 +62,10 @@ class Runtime:
             folder.mkdir(parents=True, exist_ok=True)
             play = ScriptedProvider({k: list(v) for k, v in scripted.items()}) \
                 if isinstance(scripted, Mapping) else scripted
-            registry = await trio.to_thread.run_sync(Registry.load, env)  # config.toml: read off the loop
-            stack.push_async_callback(registry.aclose)
-            forced = registry.forcing(model) if model else None
-
-            def resolve(model_string: str) -> tuple[Provider, str]:
-                if forced is not None:
-                    return forced(model_string)
-                if model_string in ("", "scripted"):
-                    if play is None:
-                        raise ValueError("an agent's model is scripted (or unset) and no script was given: pass "
-                                         "Runtime.open(model='provider/model') or scripted={agent: [Reply...]}")
-                    return play, "scripted"
-                return registry.resolve(model_string)
-
-            yield cls(store, resolve, workspace=folder, models=registry.windows(model))
+            models = await models_for(stack, model=model, scripted=play, env=env, no_script=(
+                "an agent's model is scripted (or unset) and no script was given: pass "
+                "Runtime.open(model='provider/model') or scripted={agent: [Reply...]}"))
+            yield cls(store, models.resolve, workspace=folder, models=models.catalog, config=models.config)
 
     @property
     def store(self) -> Store:
@@ -94,19 +84,20 @@ class Runtime:
         """`async with rt.room(team) as room:` a new room, stored as it goes. Risky commands are denied unless
         `can_confirm` and something answers the room's questions (`room.answer`)."""
         return Room.create(self._store, team, self._resolve, name=name, workspace=self._workspace,
-                           on_event=on_event, can_confirm=can_confirm, models=self._models, **options)
+                           on_event=on_event, can_confirm=can_confirm, models=self._models,
+                           config=self._config, **options)
 
     def reopen(self, room_id: str, *, team: Team | None = None, on_event: Callable[[Event], None] | None = None,
                **options: Any) -> AbstractAsyncContextManager[Room]:
         """`async with rt.reopen(id) as room:` a stored room, healed and rebuilt from the store."""
         return Room.open(self._store, room_id, self._resolve, team=team, on_event=on_event, models=self._models,
-                         **options)
+                         config=self._config, **options)
 
     def host(self, team: Team, *, idle_close: float = 60.0, **options: Any) -> AbstractAsyncContextManager[RoomHost]:
         """`async with rt.host(team) as host:` many rooms in this process, each opened when a line comes for it
         and closed once idle (`host.ask(room_id or None, line)`)."""
         return RoomHost.open(self._store, self._resolve, team=team, models=self._models, idle_close=idle_close,
-                             workspace=self._workspace, **options)
+                             workspace=self._workspace, config=self._config, **options)
 
     async def ask(self, room: Room, line: str) -> list[Message]:
         """Post `line` and wait until the room is idle: what the user was told since, in order."""

@@ -22,6 +22,7 @@ from orchestrator.providers.base import Provider
 from orchestrator.providers.catalog import Catalog as ModelCatalog
 from orchestrator.providers.registry import Registry
 from orchestrator.providers.scripted import Reply, ScriptedProvider
+from orchestrator.providers.config import Config, load_config
 from orchestrator.room.room import Catalog, Room
 from orchestrator.room.skills import shipped
 from orchestrator.scenario.expect import Outcome, check
@@ -80,10 +81,11 @@ def prepare_workspace(scn: Scenario, override: Path | None, stack_dir: str) -> P
 async def run_scenario(scn: Scenario, *, db: Path | str | None = None, workspace: Path | None = None,
                        model: Resolver | None = None, on_event: Callable[[Event], None] | None = None,
                        retry: RetryPolicy = RetryPolicy(), models: Catalog | None = None,
-                       prices: PriceOf | None = None) -> Result:
+                       prices: PriceOf | None = None, config: Config | None = None) -> Result:
     """Run every turn, then check `expect`. `model` replaces the scripted model for every agent;
     `models` gives real models' windows (the scripted model keeps the default), `prices` what
-    they cost (default: the built-in catalog's list prices)."""
+    they cost (default: the built-in catalog's list prices); `config`: config.toml as the program read it
+    (default: read once here, for every room the run opens)."""
     events: list[Event] = []
 
     def sink(ev: Event) -> None:
@@ -113,7 +115,9 @@ async def run_scenario(scn: Scenario, *, db: Path | str | None = None, workspace
                 # The scenario's own workspace (fresh, or its `workspace:` key) is the named file's; a folder
                 # given with --workspace was written by whoever wrote it: its skills need the folder's trust.
                 project = workspace is None or await trio.to_thread.run_sync(workspace_trusted, ws)
-                rooms, problems = await _play(scn, store, resolve, ws, sink, retry, models, hub, project)
+                if config is None:
+                    config = await trio.to_thread.run_sync(load_config)
+                rooms, problems = await _play(scn, store, resolve, ws, sink, retry, models, hub, config, project)
                 room_id = rooms[-1]
             record = await store.room(room_id)
             outcome = Outcome(messages=await store.load(room_id), events=events, requests=scripted.requests,
@@ -135,7 +139,7 @@ Resolver = Callable[[str], tuple[Provider, str]]
 
 
 async def _play(scn: Scenario, store: Store, resolve, ws: Path, sink, retry: RetryPolicy,
-                models: Catalog | None, hub: Hub | None, project: bool = True) -> tuple[list[str], list[str]]:
+                models: Catalog | None, hub: Hub | None, config: Config, project: bool = True) -> tuple[list[str], list[str]]:
     """Returns the ids of the rooms it opened, in order, and the problems found on the way."""
     turns = list(scn.turns)
     rooms: list[str] = []
@@ -159,11 +163,12 @@ async def _play(scn: Scenario, store: Store, resolve, ws: Path, sink, retry: Ret
             if room_id is None:
                 room = await stack.enter_async_context(
                     Room.create(store, scn.team, resolve, name=scn.name, workspace=ws, retry=retry, on_event=watch,
-                                can_confirm=can_confirm, models=models, mcp=hub, skill_roots=skill_roots))
+                                can_confirm=can_confirm, models=models, mcp=hub, skill_roots=skill_roots,
+                                config=config))
             else:
                 room = await stack.enter_async_context(Room.open(store, room_id, resolve, retry=retry, on_event=watch,
                                                                  can_confirm=can_confirm, models=models, mcp=hub,
-                                                                 skill_roots=skill_roots))
+                                                                 skill_roots=skill_roots, config=config))
             room_id = room.id
             if room_id not in rooms:
                 rooms.append(room_id)

@@ -10,6 +10,7 @@ from typing import Callable, Literal, Protocol
 
 import msgspec
 
+from orchestrator.core.events import CallUsage, ToolEnd
 from orchestrator.store.contract import Side, Store
 from orchestrator.store.db import immediate
 from orchestrator.store.sqlite import sqlite_utils
@@ -37,6 +38,16 @@ class UsageRow(msgspec.Struct, kw_only=True, frozen=True):
     cached_tokens: int = 0
     estimated: bool = False  # our token estimate: the provider reported no counts
     seconds: float = 0.0
+
+
+def spent(room: str, ev: CallUsage | ToolEnd, provider: str, model: str) -> UsageRow:
+    """The row of a model call, or of a tool run by an agent on `provider`'s `model`."""
+    if isinstance(ev, CallUsage):
+        return UsageRow(room=room, ts=ev.ts, agent=ev.agent, provider=ev.provider, model=ev.model,
+                        kind="model", input_tokens=ev.input_tokens, output_tokens=ev.output_tokens,
+                        cached_tokens=ev.cached_tokens, estimated=ev.estimated, seconds=ev.seconds)
+    return UsageRow(room=room, ts=ev.ts, agent=ev.agent, provider=provider, model=model, kind="tool",
+                    name=ev.name, seconds=ev.seconds)
 
 
 class UsageLine(msgspec.Struct, kw_only=True):

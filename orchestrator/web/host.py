@@ -64,6 +64,7 @@ class Models:
     catalog: Any = None
     workspace: Path | None = None
     mcp: Any = None  # the process's MCP hub, shared by every room
+    config: Any = None  # config.toml as the process read it once (None: read when the host opens)
 
 
 class Host:
@@ -88,7 +89,8 @@ class Host:
         host = cls(models)
         host.store = store
         async with LeasedRooms.open(store, name, None, resolver=models.resolver, team=models.team,
-                                    models=models.catalog, mcp=models.mcp, can_confirm=True,
+                                    models=models.catalog, mcp=models.mcp, config=models.config,
+                                    can_confirm=True,
                                     on_open=host._opened, on_close=host._closed, **options) as host._leased:
             yield host
 

@@ -12,7 +12,7 @@ import tempfile
 from contextlib import AsyncExitStack, contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Awaitable, Callable, Iterator
+from typing import TYPE_CHECKING, Any, Awaitable, Callable, Iterator
 
 import trio
 
@@ -23,6 +23,10 @@ from orchestrator.providers.catalog import Catalog
 from orchestrator.store.contract import Store
 from orchestrator.team.schema import Team
 from orchestrator.trace.session import tracing
+
+if TYPE_CHECKING:
+    from orchestrator.providers.config import Config
+    from orchestrator.runtime.models import Models
 
 
 def add_parser(subparsers: Any) -> argparse.ArgumentParser:
@@ -137,6 +141,7 @@ class Setup:
     # (provider, model) -> the catalog's prices, for /usage; config overrides when a registry is loaded
     prices: Callable[[str, str], Any] = field(default_factory=lambda: Catalog().price)
     replay: Callable[[], Any] | None = None  # a fresh ScriptedProvider of the same script (one per room)
+    config: Config | None = None  # config.toml as read once: every room's sandbox and skills settings
 
 
 async def load_setup(args: argparse.Namespace, store: Store, stack: AsyncExitStack,
@@ -209,15 +214,15 @@ async def load_setup(args: argparse.Namespace, store: Store, stack: AsyncExitSta
         else:
             team = models_of = default_team()
     assert models_of is not None  # the stored room's team, the one named, or the default one
-    resolve, models, prices = await resolver(args.model, models_of, scripted, stack)
+    models = await resolver(args.model, models_of, scripted, stack)
     if refused:  # said after the model: a first start in the home folder learns both, the model first
         raise InputError(refused)
     from orchestrator.mcplink.config import configured
     from orchestrator.mcplink.servers import default_log_dir, open_hub
 
     hub = await stack.enter_async_context(open_hub(default_log_dir(), servers=configured(os.environ)))
-    return Setup(team=team, resolve=resolve, models=models, prices=prices, name=name, workspace=workspace,
-                 scripted=scripted, mcp=hub, replay=replay)
+    return Setup(team=team, resolve=models.resolve, models=models.catalog, prices=models.prices, name=name,
+                 workspace=workspace, scripted=scripted, mcp=hub, replay=replay, config=models.config)
 
 
 # --- the workspace and the folder's trust ------------------------------------------------------------------
@@ -343,40 +348,23 @@ def show_widening(args: argparse.Namespace, team: Team, source: Any, workspace: 
         _say(args, f"{source} widens the shell sandbox: {sets}")
 
 
-async def resolver(model: str | None, team: Team, scripted: Any, stack: AsyncExitStack
-                   ) -> tuple[Callable[[str], tuple[Any, str]], Callable[[str], Any] | None, Callable[[str, str], Any]]:
-    """Model strings to (provider, model id), and to their catalog entries; and the prices: the one
-    place where the shell meets the provider registry.
-
-    `--model` puts every agent on that model. Otherwise each agent's own model string is routed
-    (`scripted` and "" to the --scripted script); an agent without a model needs `--model`.
-    Everything is resolved now, so a missing key is reported before any room exists.
-    """
-    from orchestrator.providers.registry import Registry
+async def resolver(model: str | None, team: Team, scripted: Any, stack: AsyncExitStack) -> Models:
+    """What the agents run on (runtime/models.py), with what the shell says when a flag is missing: `--model`
+    puts every agent on that model; otherwise each agent's own model string is routed (`scripted` and "" to
+    the --scripted script), and an agent without a model needs `--model`. Everything is resolved now, so a
+    missing key is reported before any room exists."""
+    from orchestrator.runtime.models import models_for
 
     strings = {a.model for a in (team.commander, *team.agents)}
-    if scripted is not None and model is None and strings <= {"", "scripted"}:
-        return (lambda _model: (scripted, "scripted")), None, Catalog().price
     if scripted is None and model is None and "scripted" in strings:
         raise InputError("this room's agents play a scenario's script: resume it with --scripted SCENARIO "
                          "(the scenario it was started with), or put them on a real model with --model "
                          "PROVIDER/MODEL")
-    registry = await stack.enter_async_context(Registry.load())
+    models = await models_for(stack, model=model, scripted=scripted, check=strings)
     if model is None and scripted is None and "" in strings:
-        raise _which_model(registry)
-    forced = registry.forcing(model) if model else None
-    if forced is None:
-        for s in strings - {"", "scripted"}:
-            registry.resolve(s)
-
-    def resolve(model_string: str) -> tuple[Any, str]:
-        if forced is not None:
-            return forced(model_string)
-        if scripted is not None and model_string in ("", "scripted"):
-            return scripted, "scripted"
-        return registry.resolve(model_string)
-
-    return resolve, registry.windows(model), registry.catalog.price
+        assert models.registry is not None  # no script: the registry was set up
+        raise _which_model(models.registry)
+    return models
 
 
 def _which_model(registry: Any) -> InputError:

@@ -133,7 +133,7 @@ class Shell:
         from orchestrator.room.room import Room
 
         common = dict(on_event=self.on_event, can_confirm=True, models=self.setup.models, mcp=self.setup.mcp,
-                      evolve=bool(getattr(self.args, "evolve", False)))
+                      evolve=bool(getattr(self.args, "evolve", False)), config=self.setup.config)
         if ref is None:
             opening = Room.create(self.store, self.setup.team, self.setup.resolve, name=self.setup.name,
                                   workspace=self.setup.workspace, **common)
