@@ -65,6 +65,9 @@ async def test_a_client_uses_the_team(tmp_path):
             since = again.structured_content["messages"][0]["seq"] - 1
             read = await client.call_tool("read_room", {"room": room, "since_seq": since})
             assert [m["text"] for m in read.structured_content["messages"]] == ["Back again after the stop."]
+            whole = await client.call_tool("read_room", {"room": room})  # a transcript: the user's lines too
+            said = [(m["kind"], m["text"]) for m in whole.structured_content["messages"]]
+            assert ("user", "are you still there?") in said and said[-1] == ("text", "Back again after the stop.")
             missing = await client.call_tool("read_room", {"room": "nope"})
             assert missing.is_error and "no room 'nope'" in missing.content[0].text
     assert "Traceback" not in (tmp_path / "serve.log").read_text()

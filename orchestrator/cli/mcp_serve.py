@@ -68,10 +68,12 @@ def _progress_line(ev: Event) -> str | None:
     return None
 
 
-def _answer(messages: list[Message], after: int) -> list[dict[str, Any]]:
-    """What the user would have seen after their line: every text and notice addressed to them."""
+def _answer(messages: list[Message], after: int, *, lines: bool = False) -> list[dict[str, Any]]:
+    """What the user would have seen after `after`: every text and notice addressed to them, and with `lines`
+    their own lines too (a transcript; an answer leaves out the line it answers)."""
+    kinds = ("text", "notice", "user") if lines else ("text", "notice")
     return [{"seq": m.seq, "author": m.author, "kind": m.kind, "text": m.text} for m in messages
-            if m.seq > after and USER in m.visible_to and m.kind in ("text", "notice") and m.text.strip()]
+            if m.seq > after and USER in m.visible_to and m.kind in kinds and m.text.strip()]
 
 
 def _result(data: dict[str, Any], text: str) -> CallToolResult:
@@ -136,13 +138,14 @@ def build(rooms: Rooms) -> MCPServer:
                  + ("  (working)" if r["busy"] else "") for r in listed]
         return _result({"rooms": listed}, "\n".join(lines) or "(no rooms yet)")
 
-    @server.tool(description="What the user sees of a room: its texts and notices after `since_seq`.",
+    @server.tool(description="What the user sees of a room after `since_seq`: the user's lines, the agents' "
+                             "texts and the room's notices.",
                  annotations=ToolAnnotations(read_only_hint=True), structured_output=False)
     async def read_room(room: str, since_seq: int = 0) -> CallToolResult:
         record = await rooms.store.room(room)
         if record is None:
             return _error(f"no room {room!r}; list_rooms shows the rooms there are")
-        said = _answer(await rooms.store.load(record.id), since_seq)
+        said = _answer(await rooms.store.load(record.id), since_seq, lines=True)
         text = "\n".join(f"[{m['seq']}] {m['author']}: {m['text']}" for m in said) or "(nothing new)"
         return _result({"room": record.id, "messages": said}, text)
 

@@ -1,4 +1,5 @@
-"""`orchestrator models`: every configured provider and endpoint, its keys checked at once, and what to set."""
+"""`orchestrator models`: every configured provider and endpoint, its keys checked at once, and what to set,
+with the context window each server says it runs its models with, where it says."""
 from __future__ import annotations
 
 from typing import Any
@@ -29,6 +30,8 @@ async def cmd_models(args) -> int:
             state = "ok     " if cand.ok else "FAILED "
             problem = f" — {cand.error_class}: {cand.error}" if not cand.ok else ""
             print(f"  {state} {cand.key} at {cand.base_url}{problem}")
+            for model, tokens in (cand.windows or {}).items():
+                print(f"           {model}: a {tokens:,}-token context window, as the server reports it")
         if c.hint:
             print(f"  {c.hint}")
     # Only what the user set up counts as a failure: an absent default Ollama is information.

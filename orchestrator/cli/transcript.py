@@ -15,6 +15,7 @@ from orchestrator.core.events import (
     EVENT_ENCODER,
     Cancelled, Check, Compaction, Confirm, Done, ErrorEvent, Event, MessageEvent, Retry, State, TaskEvent, TextDeltaEvent,
 )
+from orchestrator.core.errors import retry_label
 from orchestrator.core.visible import displayed
 from orchestrator.room.handback import StreamFilter
 
@@ -95,7 +96,8 @@ class Printer:
         elif isinstance(ev, TaskEvent):
             self._line(self._paint("2", f"* task {ev.task_id} ({ev.kind}) for {ev.agent}: {ev.status}"))
         elif isinstance(ev, Retry):
-            self._line(self._paint("2", f"  ↻ {ev.agent}: {ev.reason}, retry {ev.attempt} in {ev.delay:.2f}s"))
+            self._line(self._paint("2", f"  ↻ {ev.agent}: {retry_label(ev.reason)}, retry {ev.attempt} in "
+                                        f"{ev.delay:.2f}s"))
         elif isinstance(ev, Compaction):
             self._line(self._paint("2", f"  ⇣ {ev.agent}: history compacted {ev.tokens_before} → {ev.tokens_after} tokens"))
         elif isinstance(ev, Confirm):

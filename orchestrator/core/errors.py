@@ -28,6 +28,7 @@ class ProviderError(OrchestratorError):
     retryable = False
     account = False  # the credential is at fault: rotate and cool it down
     fatal = False  # no later call can do better: a run stops at the first one
+    retries: int | None = None  # at most this many retries of this class, fewer than the policy's; None: the policy's
 
     def __init__(self, message: str, *, provider: str = "", retry_after: float | None = None):
         super().__init__(message)
@@ -85,7 +86,14 @@ class ContentPolicyError(ProviderError):
 
 
 class ContextOverflowError(ProviderError):
+    """The prompt is longer than the model's window. `window` is that window in tokens, when the refusal named it."""
+
     kind = "context_overflow"
+
+    def __init__(self, message: str, *, provider: str = "", retry_after: float | None = None,
+                 window: int | None = None):
+        super().__init__(message, provider=provider, retry_after=retry_after)
+        self.window = window
 
 
 class TruncatedPromptError(ContextOverflowError):
@@ -99,12 +107,28 @@ class ProtocolError(ProviderError):
     kind, retryable = "protocol", True
 
 
+class MalformedOutputError(ProviderError):
+    """The model wrote a reply its server could not parse (a tool call out of the chat format, which
+    llama.cpp reports as a 500): the server is fine, and another sample may be well formed, once or twice."""
+
+    kind, retryable, retries = "malformed_output", True, 2
+
+
 ERROR_KINDS: dict[str, type[ProviderError]] = {
     cls.kind: cls
     for cls in (RateLimitError, OverloadedError, ServerError, ProviderTimeout, ProviderConnectionError,
                 AuthError, QuotaError, InvalidRequestError, ContentPolicyError, ContextOverflowError,
-                ProtocolError, UnreachableError, ModelNotFoundError)
+                ProtocolError, UnreachableError, ModelNotFoundError, MalformedOutputError)
 }
+
+# How a retry's reason reads in a transcript, where the kind alone would blame the wrong party.
+_RETRY_LABELS = {"malformed_output": "the model's reply was malformed", "server": "server error"}
+
+
+def retry_label(kind: str) -> str:
+    """A retry's reason (an error kind) as the transcript shows it."""
+    return _RETRY_LABELS.get(kind, kind.replace("_", " "))
+
 
 TOO_LONG = ("This conversation is too long for the model to read at once. Start a new chat for "
             "the next step; everything built so far is kept.")

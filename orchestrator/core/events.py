@@ -111,6 +111,11 @@ class Done(Event, tag="done"):
     output_tokens: int = 0
     cached_tokens: int = 0
     cut: list[str] = msgspec.field(default_factory=list)  # tools whose calls the output limit cut off (not run)
+    # With stop_reason max_tokens: which limit ended the reply ("output": the cap asked, `max_tokens`; "server":
+    # the server's own lower cap; "window": the prompt and the reply filled the context `window`).
+    limit: str = ""
+    max_tokens: int = 0
+    window: int = 0
 
 
 class ErrorEvent(Event, tag="error"):

@@ -1,6 +1,7 @@
 """Backoff for retryable provider errors (E10): exponential, jittered, capped at 30 s.
 
-A server's retry-after wins over the computed delay; errors that are not retryable never wait.
+A server's retry-after wins over the computed delay; errors that are not retryable never wait, and a class
+that names its own smaller number of retries gets no more.
 """
 from __future__ import annotations
 
@@ -20,6 +21,8 @@ class RetryPolicy:
     def delay(self, attempt: int, error: ProviderError, rng: random.Random = random._inst) -> float | None:
         """Seconds to wait before retry number `attempt` (1-based), or None to give up."""
         if not error.retryable or attempt >= self.attempts:
+            return None
+        if error.retries is not None and attempt > error.retries:
             return None
         if error.retry_after is not None:
             return min(max(0.0, error.retry_after), self.cap)

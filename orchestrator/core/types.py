@@ -141,9 +141,17 @@ class ToolCallCut(Struct, tag="tool_call_cut", frozen=True):
 StopReason = Literal["end_turn", "tool_use", "max_tokens", "stop_sequence", "refusal"]
 
 
+# Which limit ended a reply at max_tokens: the cap the request carried, the server's own lower cap, or the
+# server's context window, which the prompt and the reply filled.
+Limit = Literal["", "output", "server", "window"]
+
+
 class StreamEnd(Struct, tag="end", frozen=True):
     stop_reason: StopReason
     usage: Usage | None = None  # None: the provider reported no counts (the engine estimates them)
+    # With stop_reason max_tokens, when the provider can tell: the limit that ended the reply, and the cap sent.
+    limit: Limit = ""
+    max_tokens: int = 0
 
 
 StreamEvent = Union[TextDelta, ThinkingDelta, ToolCallDone, ToolCallCut, StreamEnd]
@@ -184,6 +192,11 @@ class Request(Struct, kw_only=True):
     auxiliary: bool = False
     cache_key: str = ""
     thinking_budget: int | None = None  # tokens of extended thinking (Anthropic); None: the model's setting
+    # Output tokens the model's window leaves after this prompt (our estimate); the cap asked never exceeds it,
+    # since some servers refuse a prompt and cap that together pass the window. None: not known.
+    output_room: int | None = None
+    # Filled in by the provider as the reply arrives: the model its server says answered ("": it did not say).
+    response_model: str = ""
 
 
 BLOCK_DECODER = msgspec.json.Decoder(list[Block])

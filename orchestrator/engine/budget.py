@@ -1,8 +1,10 @@
-"""Fitting one outgoing request into its token budget (E7); the stored history never changes.
+"""Fitting one outgoing request into its token budget (E7), and the output room its window leaves;
+the stored history never changes.
 
-Three steps, each only if the previous one did not suffice: clear the oldest tool results four at
-a time (so the request prefix stays byte-identical over several calls), keep whole user turns,
-then keep whole tool rounds of one long turn. A call and its results are never separated.
+First, a message too long to fit even alone is left out, a short note in its place. Then three steps, each
+only if the previous one did not suffice: clear the oldest tool results four at a time (so the request prefix
+stays byte-identical over several calls), keep whole user turns, then keep whole tool rounds of one long turn.
+A call and its results are never separated.
 """
 from __future__ import annotations
 
@@ -13,6 +15,15 @@ from orchestrator.core.tokens import estimate
 from orchestrator.core.types import ModelMessage, TextBlock, ToolCallBlock, ToolResultBlock
 
 BATCH = 4
+ROOM_FLOOR = 256  # the least output room asked for: our estimate of a prompt may run high
+ELIDED = ("[A message of about {tokens:,} tokens was left out here: it is too long for the model's context "
+          "window. The room keeps it; ask for it in smaller parts if it is needed.]")
+
+
+def output_room(window: int, prompt: int) -> int:
+    """Output tokens `window` leaves after a prompt of about `prompt` tokens, with a tenth of the prompt to spare
+    (our count may run below the server's): what a request asks for at most."""
+    return max(ROOM_FLOOR, window - prompt - prompt // 10)
 
 
 @cache
@@ -25,9 +36,11 @@ def _note_tokens() -> int:
     return estimate(cleared_note())
 
 
-def fit(view: list[ModelMessage], sizes: list[int], budget: int, total: int | None = None) -> list[ModelMessage]:
+def fit(view: list[ModelMessage], sizes: list[int], budget: int, total: int | None = None, *,
+        most: int | None = None) -> list[ModelMessage]:
     """The messages to send: `view` itself when it fits, else a fitted copy (pairing kept). `total`: the sum of
     `sizes` when the caller keeps it (a partition's `tokens`), so that a request costs no pass over the history.
+    `most`: the largest line that can be sent at all (default `budget`); a larger one is left out, a note in its place.
 
     Clearing is planned on sizes alone and applied only to the messages actually sent, so a long
     history that steps 2 and 3 cut anyway costs no copies of what is left out.
@@ -35,12 +48,37 @@ def fit(view: list[ModelMessage], sizes: list[int], budget: int, total: int | No
     total = sum(sizes) if total is None else total
     if total <= budget:
         return view
+    view, sizes, total = _elide(view, sizes, total, budget if most is None else max(most, budget))
+    if total <= budget:
+        return view
     cleared, sizes, total = _clear_results(view, sizes, total, budget)
     if total <= budget:
         return _sent(view, cleared, 0)
     head, cut = _keep_newest(view, sizes, budget)
+    if cut <= head:  # nothing between the first message and the newest unit to leave out
+        return _sent(view, cleared, 0)
     note = ModelMessage("user", [TextBlock(render("trimmed_history.md.j2"))])
     return [*_sent(view[:head], cleared, 0), note, *_sent(view[cut:], cleared, cut)]
+
+
+def _elide(view: list[ModelMessage], sizes: list[int], total: int,
+           most: int) -> tuple[list[ModelMessage], list[int], int]:
+    """A line larger than `most` (a pasted file, a user line longer than the window) would fail every request it
+    is in, and every summary of it: a note stands in its place. Calls and results are left to the steps below,
+    which keep them paired (and the newest result whole)."""
+    over = [i for i, size in enumerate(sizes) if size > most and
+            not any(isinstance(b, (ToolCallBlock, ToolResultBlock)) for b in view[i].blocks)]
+    if not over:
+        return view, sizes, total
+    view, sizes = list(view), list(sizes)
+    for i in over:
+        m = view[i]
+        note = ELIDED.format(tokens=sizes[i])
+        view[i] = ModelMessage(m.role, [TextBlock(note)], m.provider, m.model)
+        size = 4 + estimate(note)
+        total -= sizes[i] - size
+        sizes[i] = size
+    return view, sizes, total
 
 
 def _sent(part: list[ModelMessage], cleared: set[int], offset: int) -> list[ModelMessage]:

@@ -15,13 +15,13 @@ from orchestrator.core.prompts import render
 from orchestrator.core.tokens import estimate
 from orchestrator.core.types import Draft, Request, TextBlock, ToolResultBlock
 from orchestrator.engine import telemetry
-from orchestrator.engine.budget import cut_points, fit
+from orchestrator.engine.budget import cut_points, fit, output_room
 from orchestrator.providers.base import complete
 from orchestrator.trace.spans import OFF, Span
 
 log = logger(__name__)
 
-SUMMARY_OUTPUT = 2048  # an auxiliary call: small cap (E16)
+SUMMARY_OUTPUT = 2048  # an auxiliary call: small cap (E16), and never more than a quarter of a small window
 KEEP = 0.25  # share of the window the kept tail may take
 
 
@@ -75,11 +75,15 @@ async def compact(agent, partition, commit, *, window: int, fixed: int, overflow
                     agent=agent.name, tail_tokens=tail, window=window)
         return None
     older = partition.view[:cut]
-    budget = max(1, window - SUMMARY_OUTPUT - fixed)
-    request = Request(agent=agent.name, model=agent.model, system=render("compaction.md.j2"),
+    system = render("compaction.md.j2")
+    # The summary call carries its own short prompt, not the agent's system prompt and tools.
+    budget = max(1, window - min(SUMMARY_OUTPUT, window // 4) - estimate(system))
+    sent = estimate(system) + min(sum(partition.sizes[:cut]), budget)
+    room = output_room(window, sent)  # what the window leaves the summary
+    request = Request(agent=agent.name, model=agent.model, system=system,
                       messages=fit(older, partition.sizes[:cut], budget),
-                      max_output_tokens=SUMMARY_OUTPUT, auxiliary=True, cache_key=agent.cache_key)
-    sent = estimate(request.system) + min(sum(partition.sizes[:cut]), budget)
+                      max_output_tokens=min(SUMMARY_OUTPUT, room), auxiliary=True, cache_key=agent.cache_key,
+                      output_room=room)
     chat = telemetry.chat_span(agent.provider.id, span, request)
     started = time.perf_counter()
     try:
@@ -88,7 +92,8 @@ async def compact(agent, partition, commit, *, window: int, fixed: int, overflow
         chat.end(exc)
         raise
     usage = response.usage or telemetry.estimated_usage(sent, response.blocks)
-    telemetry.end_chat(chat, request.model, usage, response.usage is None, response.stop_reason, response.blocks)
+    telemetry.end_chat(chat, request.response_model, usage, response.usage is None, response.stop_reason,
+                       response.blocks)
     if calls is not None:
         calls.append(CallUsage(ts=time.time(), agent=agent.name, provider=agent.provider.id, model=agent.model,
                                input_tokens=usage.input, output_tokens=usage.output, cached_tokens=usage.cached,

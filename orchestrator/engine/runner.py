@@ -25,13 +25,13 @@ from orchestrator.core.types import (
 )
 from orchestrator.core.tokens import estimate
 from orchestrator.engine import telemetry
-from orchestrator.engine.budget import fit
+from orchestrator.engine.budget import fit, output_room
 from orchestrator.engine.compaction import compact
 from orchestrator.engine.loopguard import LoopGuard
 from orchestrator.engine.partition import Partition
 from orchestrator.core.retry import RetryPolicy
 from orchestrator.engine.toolcalls import execute_group, groups
-from orchestrator.providers.base import Assembler, Provider
+from orchestrator.providers.base import Assembler, Provider, Response, server_window
 from orchestrator.tools.base import Registry
 from orchestrator.tools.session import ToolSession
 from orchestrator.trace import semconv as sc
@@ -42,6 +42,10 @@ CANCELLED = "cancelled: the group was stopped before this tool finished"
 # None: the caller holds the draft to commit it first with its next message (a tool call whose tools' first act
 # is to post one: room/bus.py, Bus.hold).
 Commit = Callable[[Draft], Awaitable[Message | None]]
+
+# A request this small fits any window a server is started with, so its server is not asked for the window yet;
+# one with a smaller window refuses the request, and the refusal names the window.
+ASK_WINDOW_FROM = 1_024
 
 
 class Meter(Protocol):
@@ -80,7 +84,9 @@ class Agent:
 
     @property
     def request_budget(self) -> int:
-        return self.budget or self.window - min(16_000, self.window // 5)
+        """Tokens one request may take: the budget set, never beyond the window less an output reserve."""
+        default = self.window - min(16_000, self.window // 5)
+        return min(self.budget, default) if self.budget else default
 
 
 # A member's system prompt is the same turn after turn until its inputs change (roster, floor, ledger,
@@ -113,6 +119,9 @@ async def run_turn(agent: Agent, partition: Partition, commit: Commit, meter: Me
             if meter:
                 meter.on_call(agent.name)
             await trio.lowlevel.checkpoint_if_cancelled()  # a stop (or a limit just hit) sends nothing more
+            # The server's own window, once it has said: the budget and compaction go by it from this call on.
+            _narrow(agent, await server_window(agent.provider, agent.model,
+                                               ask=partition.tokens + fixed >= ASK_WINDOW_FROM))
             # E5: checked before every call, so after each tool round and also for agents that only talk
             if partition.tokens + fixed >= agent.compact_at * agent.window:
                 side: list[CallUsage] = []
@@ -141,8 +150,9 @@ async def run_turn(agent: Agent, partition: Partition, commit: Commit, meter: Me
                         chat.end(exc)
                         raise
                     break
-                except ContextOverflowError:
+                except ContextOverflowError as exc:
                     # E10: compact and retry once; if that cannot help, the overflow goes up (E9)
+                    _narrow(agent, exc.window)  # the refusal named the real window: compact to that
                     side = []
                     if not compacted:
                         done = await compact(agent, partition, commit, window=agent.window, fixed=fixed,
@@ -162,6 +172,8 @@ async def run_turn(agent: Agent, partition: Partition, commit: Commit, meter: Me
                     await trio.sleep(delay)
             response = asm.response
             seconds = time.perf_counter() - started
+            # The reply may have taught the window (a cut that filled it): the notice and the next call use it.
+            _narrow(agent, await server_window(agent.provider, agent.model, ask=False))
             calls = response.calls
             msg = None
             if response.blocks:
@@ -170,7 +182,8 @@ async def run_turn(agent: Agent, partition: Partition, commit: Commit, meter: Me
             # No counts from the provider: the partition has just estimated what came back.
             call = response.usage or telemetry.estimated_usage(sent, response.blocks,
                                                                partition.size_of(msg.id) if msg else None)
-            telemetry.end_chat(chat, agent.model, call, response.usage is None, response.stop_reason, response.blocks)
+            telemetry.end_chat(chat, request.response_model, call, response.usage is None, response.stop_reason,
+                               response.blocks)
             usage = Usage(usage.input + call.input, usage.output + call.output, usage.cached + call.cached)
             yield CallUsage(ts=time.time(), agent=agent.name, provider=agent.provider.id, model=agent.model,
                             input_tokens=call.input, output_tokens=call.output, cached_tokens=call.cached,
@@ -180,11 +193,14 @@ async def run_turn(agent: Agent, partition: Partition, commit: Commit, meter: Me
             if not calls:
                 if partition.unread:  # a line arrived while the model spoke: answer it in this turn (G10)
                     continue
-                yield _done(span, agent, response.stop_reason, block_text(response.blocks), usage)
+                yield _done(span, agent, response.stop_reason, block_text(response.blocks), usage,
+                            response=response)
                 return
             # A call cut off by the output limit is answered with an error and never run (its arguments are
             # incomplete); the turn then ends, since asking again would most likely be cut again.
-            verdicts = ["cut" if c.id in response.cut else guard.see(c.name, c.input) for c in calls]
+            whole = [c for c in calls if c.id not in response.cut]
+            seen = dict(zip((c.id for c in whole), guard.see([(c.name, c.input) for c in whole])))
+            verdicts = [seen.get(c.id, "cut") for c in calls]
             ended: list[str] = []
             async with aclosing(_run_calls(agent, calls, verdicts, commit, ended, response.cut, span,
                                            partition)) as round_events:
@@ -197,7 +213,7 @@ async def run_turn(agent: Agent, partition: Partition, commit: Commit, meter: Me
                 return
             if ended or "cut" in verdicts:
                 yield _done(span, agent, ended[0] if ended else "max_tokens", block_text(response.blocks), usage,
-                            cut=[c.name for c in calls if c.id in response.cut])
+                            cut=[c.name for c in calls if c.id in response.cut], response=response)
                 return
     except BaseException as exc:  # a stop, an error, or a consumer that went away: the span says which
         span.end(exc)
@@ -212,14 +228,24 @@ def _compacted(agent: Agent, span: Span, done: tuple[int, int]) -> Compaction:
 
 
 def _done(span: Span, agent: Agent, stop_reason: str, result: str, usage: Usage,
-          cut: Sequence[str] = ()) -> Done:
-    """The turn's last event; its span ends here, whatever the consumer does after reading it."""
+          cut: Sequence[str] = (), response: Response | None = None) -> Done:
+    """The turn's last event; its span ends here, whatever the consumer does after reading it. A reply the
+    output limit ended says which limit it was (`response`'s), so the notice can say what would help."""
     if span.recording:
         span.update({sc.STOP_REASON: stop_reason, sc.USAGE_INPUT_TOKENS: usage.input,
                      sc.USAGE_OUTPUT_TOKENS: usage.output, sc.USAGE_CACHE_READ_INPUT_TOKENS: usage.cached})
         span.end()
+    limit = (response.limit or "output") if response is not None and stop_reason == "max_tokens" else ""
     return Done(ts=time.time(), agent=agent.name, stop_reason=stop_reason, result=result,
-                input_tokens=usage.input, output_tokens=usage.output, cached_tokens=usage.cached, cut=list(cut))
+                input_tokens=usage.input, output_tokens=usage.output, cached_tokens=usage.cached, cut=list(cut),
+                limit=limit, max_tokens=response.max_tokens if limit and response else 0,
+                window=agent.window if limit else 0)
+
+
+def _narrow(agent: Agent, window: int | None) -> None:
+    """The server's window, where it is smaller than the one assumed (a larger one the catalog gives next turn)."""
+    if window and window < agent.window:
+        agent.window = window
 
 
 def next_request(agent: Agent, partition: Partition) -> Request:
@@ -233,10 +259,14 @@ def _fixed_tokens(agent: Agent) -> int:
 
 
 def _request(agent: Agent, partition: Partition, specs: list, fixed: int) -> Request:
+    budget = agent.request_budget - fixed
+    # A line longer than the window less what every request carries can never be sent: it is left out.
     return Request(agent=agent.name, model=agent.model, system=agent.system,
-                   messages=list(fit(partition.view, partition.sizes, agent.request_budget - fixed, partition.tokens)),
+                   messages=list(fit(partition.view, partition.sizes, budget, partition.tokens,
+                                     most=agent.window - fixed)),
                    tools=specs, max_output_tokens=agent.max_output_tokens, cache_key=agent.cache_key,
-                   thinking_budget=agent.thinking_budget)
+                   thinking_budget=agent.thinking_budget,
+                   output_room=output_room(agent.window, fixed + min(partition.tokens, budget)))
 
 
 async def _run_calls(agent: Agent, calls: list[ToolCallBlock], verdicts: list[str],

@@ -44,11 +44,14 @@ def chat_span(provider: str, parent: Span, request: Request) -> Span:
 
 
 def end_chat(span: Span, model: str, usage: Usage, estimated: bool, stop_reason: str, blocks: list[Block]) -> None:
+    """`model` is what the server said answered ("" when it did not say: then no response model is claimed)."""
     if not span.recording:
         return
-    span.update({sc.RESPONSE_MODEL: model, sc.USAGE_INPUT_TOKENS: usage.input,
+    span.update({sc.USAGE_INPUT_TOKENS: usage.input,
                  sc.USAGE_OUTPUT_TOKENS: usage.output, sc.USAGE_CACHE_READ_INPUT_TOKENS: usage.cached,
                  sc.RESPONSE_FINISH_REASONS: [stop_reason]})
+    if model:
+        span.set(sc.RESPONSE_MODEL, model)
     if estimated:
         span.set(sc.USAGE_ESTIMATED, True)
     if capture_content():

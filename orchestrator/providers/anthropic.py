@@ -11,12 +11,13 @@ from msgspec import Struct
 
 from orchestrator.core import errors as E
 from orchestrator.core.types import (
-    Block, ImageBlock, Request, StopReason, StreamEnd, StreamEvent, TextBlock, TextDelta, ThinkingBlock, ThinkingDelta,
-    ToolCallBlock, ToolCallCut, ToolCallDone, ToolResultBlock, Usage,
+    Block, ImageBlock, Limit, Request, StopReason, StreamEnd, StreamEvent, TextBlock, TextDelta, ThinkingBlock,
+    ThinkingDelta, ToolCallBlock, ToolCallCut, ToolCallDone, ToolResultBlock, Usage,
 )
-from orchestrator.providers import http
+from orchestrator.providers import http, windows
 from orchestrator.providers.base import thinking_for
 from orchestrator.providers.sse import SSE
+from orchestrator.providers.windows import Windows
 
 _EPHEMERAL = {"type": "ephemeral"}
 _ANSWER_ROOM = 4096  # output tokens kept for the answer above a thinking budget
@@ -150,7 +151,10 @@ def classify(error: _ErrorBody, provider: str, *, status: int | None = None,
         return E.QuotaError(message, provider=provider, retry_after=wait)
     cls = _ERROR_TYPES.get(error.type)
     if cls is E.InvalidRequestError and error.type == "invalid_request_error" and http.is_overflow(error.message):
-        cls = E.ContextOverflowError
+        # "prompt is too long: 210000 tokens > 200000 maximum": the window is learned from it
+        return E.ContextOverflowError(message, provider=provider, window=windows.from_refusal(None, error.message))
+    if cls in (None, E.ServerError) and http.is_malformed_output(error.message):  # llama.cpp's Messages route
+        return E.MalformedOutputError(f"{http.MALFORMED}: {message}", provider=provider, retry_after=wait)
     if cls is None:
         if status is not None:
             return http.by_status(status, message, provider, wait)
@@ -170,6 +174,7 @@ class _Usage(Struct, frozen=True):
 
 class _StartMessage(Struct, frozen=True):
     usage: _Usage = _Usage()
+    model: str = ""  # the model that answers, as the server names it
 
 
 class _MessageStart(Struct, frozen=True):
@@ -236,6 +241,7 @@ class StreamParser:
         self._unreadable: list[_Open] = []  # tool calls whose JSON did not parse: cut off, or broken
         self._usage: dict[str, int] = {}
         self._stop: str | None = None
+        self.model = ""  # as message_start names it
         self._handlers = {
             "message_start": self._message_start, "content_block_start": self._block_start,
             "content_block_delta": self._block_delta, "content_block_stop": self._block_stop,
@@ -273,7 +279,9 @@ class StreamParser:
         self._usage.update({k: v for k, v in msgspec.structs.asdict(usage).items() if v is not None})
 
     def _message_start(self, data: dict) -> list[StreamEvent]:
-        self._merge_usage(msgspec.convert(data, _MessageStart).message.usage)
+        message = msgspec.convert(data, _MessageStart).message
+        self._merge_usage(message.usage)
+        self.model = message.model
         return []
 
     def _block_start(self, data: dict) -> list[StreamEvent]:
@@ -403,7 +411,7 @@ class Anthropic:
     def __init__(self, *, id: str = "anthropic", base_url: str = "https://api.anthropic.com",  # noqa: A002
                  api_key: str | None = None, client: httpx.AsyncClient | None = None,
                  version: str = "2023-06-01", max_tokens_for: Callable[[str], int] = lambda model: 8192,
-                 thinking_for: Callable[[str], int | None] = lambda model: None):
+                 thinking_for: Callable[[str], int | None] = lambda model: None, learned: Windows | None = None):
         self.id = id
         self._base = base_url.rstrip("/")
         self._key = api_key or ""
@@ -414,16 +422,24 @@ class Anthropic:
             self._headers["x-api-key"] = api_key
         self._max_tokens_for = max_tokens_for
         self._thinking_for = thinking_for
+        self.learned = learned or Windows()  # windows the API named in its refusals
 
     async def stream(self, request: Request) -> AsyncGenerator[StreamEvent, None]:
-        body = build_body(request, self.id, request.max_output_tokens or self._max_tokens_for(request.model),
-                          self._thinking_for(request.model))
+        asked = request.max_output_tokens or self._max_tokens_for(request.model)
+        cap = min(asked, request.output_room) if request.output_room else asked
+        body = build_body(request, self.id, cap, self._thinking_for(request.model))
         parser = StreamParser(self.id, [self._key])
         try:
             async with http.post_events(self._client, f"{self._base}/v1/messages", body, self._headers,
                                         self._http_error, whole_message, self.id) as events:
                 async for sse in events:
                     for ev in parser.feed(sse):
+                        if isinstance(ev, StreamEnd):
+                            request.response_model = parser.model
+                            if ev.stop_reason == "max_tokens":  # only ever at the cap sent: ours, or the room left
+                                sent = body["max_tokens"]
+                                limit: Limit = "window" if sent < asked else "output"
+                                ev = msgspec.structs.replace(ev, limit=limit, max_tokens=sent)
                         yield ev
                     if parser.done:  # the end marker: a fault after it no longer matters
                         return
@@ -432,6 +448,13 @@ class Anthropic:
             raise self._scrubbed(http.transport(exc, self.id, self._base)) from exc
         except httpx.DecodingError as exc:
             raise E.ProtocolError(self._redact(f"undecodable response body: {exc}"), provider=self.id) from exc
+        except E.ContextOverflowError as exc:
+            self.learned.learn(self._base, request.model, exc.window)
+            raise
+
+    async def window(self, model: str, *, ask: bool = True) -> int | None:
+        """The window learned from a refusal; the Messages API's model listing names none, so nothing is asked."""
+        return self.learned.known(self._base, model)
 
     async def validate_auth(self) -> None:
         try:

@@ -1,4 +1,5 @@
-"""The one provider interface (P1) and the helper that turns a stream into a whole response.
+"""The one provider interface (P1), the helper that turns a stream into a whole response, and the one that
+asks any provider for the window its server said it has.
 
 The engine sees only this: every vendor quirk stays inside its provider module.
 """
@@ -10,7 +11,7 @@ from typing import AsyncGenerator, Protocol
 from msgspec import Struct, field
 
 from orchestrator.core.types import (
-    Block, ModelMessage, Request, StreamEnd, StreamEvent, TextBlock, TextDelta, ThinkingBlock, ThinkingDelta,
+    Block, Limit, ModelMessage, Request, StreamEnd, StreamEvent, TextBlock, TextDelta, ThinkingBlock, ThinkingDelta,
     ToolCallBlock, ToolCallCut, ToolCallDone, Usage,
 )
 
@@ -23,11 +24,23 @@ class Provider(Protocol):
     async def validate_auth(self) -> None: ...
 
 
+async def server_window(provider: Provider, model: str, *, ask: bool = True) -> int | None:
+    """The context window the provider's server runs `model` with, when it has said (None: it has not, or the
+    provider cannot tell). `ask`: it may be asked now, once; else only what is already known.
+
+    Optional for a provider (`async def window(model, *, ask)`): the scripted model and test doubles have none.
+    """
+    window = getattr(provider, "window", None)
+    return await window(model, ask=ask) if window is not None else None
+
+
 class Response(Struct, kw_only=True):
     blocks: list[Block] = field(default_factory=list)
     stop_reason: str = "end_turn"
     usage: Usage | None = None  # as the provider reported it
     cut: dict[str, str] = field(default_factory=dict)  # call id -> the arguments that arrived (ToolCallCut)
+    limit: Limit = ""  # with stop_reason max_tokens: which limit ended it, and the cap sent (StreamEnd's)
+    max_tokens: int = 0
 
     @property
     def calls(self) -> list[ToolCallBlock]:
@@ -69,6 +82,7 @@ class Assembler:
             self._flush()
             self.response.stop_reason = ev.stop_reason
             self.response.usage = ev.usage
+            self.response.limit, self.response.max_tokens = ev.limit, ev.max_tokens
 
     def _flush_text(self) -> None:
         if self._text:

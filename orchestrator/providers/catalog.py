@@ -180,6 +180,15 @@ class Catalog:
             changes["note"] = ""  # the override is the user's answer to "not in the catalog"
         return msgspec.structs.replace(info, **changes)
 
+    def assumed(self, provider: str, model: str) -> bool:
+        """Whether the model's window is only assumed: neither the catalog nor the config file gives one."""
+        return self._builtin(model) is None and not self.configured(provider, model)
+
+    def configured(self, provider: str, model: str) -> bool:
+        """Whether the config file gives the model's window (which then wins over anything a server says)."""
+        override = _by_prefix(self._overrides, f"{provider}/{model}".lower())
+        return override is not None and override.context_window is not None
+
     def price(self, provider: str, model: str) -> Price | None:
         """The model's prices, if the catalog or the config file knows all three (no warning otherwise)."""
         info = self._builtin(model)

@@ -25,6 +25,10 @@ TIMEOUT = httpx.Timeout(connect=10.0, read=120.0, write=30.0, pool=10.0)
 _OVERFLOW = re.compile(r"prompt is too long|exceeds? (the )?context|maximum context length|context length|"
                        r"context size|context window|context_length_exceeded|exceed_context_size", re.I)
 _TRY_AGAIN = re.compile(r"try again in ([\d.]+)\s*(ms|s)\b", re.I)
+# llama.cpp (and servers built on it: LM Studio, Ollama) fail the request when the model's own output does not
+# fit the chat format it parses tool calls from: the model's fault, reported as a server error.
+_MALFORMED = re.compile(r"failed to parse input at pos(ition)? \d+|does not match the expected [\w.-]+ format|"
+                        r"model produced output that does not match", re.I)
 
 
 def retry_after(headers: httpx.Headers, message: str = "") -> float | None:
@@ -56,6 +60,14 @@ def _seconds(text: str) -> float | None:
 
 def is_overflow(message: str) -> bool:
     return bool(_OVERFLOW.search(message))
+
+
+def is_malformed_output(message: str) -> bool:
+    """The server could not parse what the model wrote (a tool call out of the format): not a server fault."""
+    return bool(_MALFORMED.search(message))
+
+
+MALFORMED = "the model's reply was malformed (its server could not parse it, typically a tool call)"
 
 
 def by_status(status: int, message: str, provider: str, wait: float | None) -> E.ProviderError:

@@ -1,12 +1,13 @@
 """OpenAI-compatible Chat Completions, streamed: OpenAI and its imitators (Ollama, vLLM, llama.cpp, OpenRouter).
-Owns the request body, the chunk parser with each server's quirks (provider-protocols.md §1, §6) and error classes.
+Owns the request body, the chunk parser with each server's quirks (provider-protocols.md §1, §6), error classes,
+and asking a server for the window it runs a model with.
 """
 from __future__ import annotations
 
 import hashlib
 import secrets as _random
 from contextlib import suppress
-from typing import Any, AsyncGenerator
+from typing import Any, AsyncGenerator, Callable
 
 import httpx
 import msgspec
@@ -17,11 +18,12 @@ from orchestrator.core import errors as E
 from orchestrator.core.tokens import estimate
 from orchestrator.core.types import (
     request_text,
-    ImageBlock, ModelMessage, Request, StopReason, StreamEnd, StreamEvent, TextBlock, TextDelta, ThinkingDelta,
+    ImageBlock, Limit, ModelMessage, Request, StopReason, StreamEnd, StreamEvent, TextBlock, TextDelta, ThinkingDelta,
     ToolCallBlock, ToolCallCut, ToolCallDone, ToolResultBlock, Usage,
 )
-from orchestrator.providers import http
+from orchestrator.providers import http, windows
 from orchestrator.providers.base import thinking_for
+from orchestrator.providers.windows import Windows
 from orchestrator.providers.sse import SSE
 
 _CACHE_KEY_MAX = 64  # OpenAI's limit for prompt_cache_key
@@ -159,12 +161,19 @@ def _classify(payload: Any, *, provider: str, keys: list[str], status: int | Non
         cls = E.ContextOverflowError
     elif names & _POLICY:
         cls = E.ContentPolicyError
+    elif http.is_malformed_output(message):  # before the status: llama.cpp sends it as a 500
+        return E.MalformedOutputError(f"{http.MALFORMED}: {message}", provider=provider, retry_after=wait)
     elif status:
-        return http.by_status(status, message, provider, wait)
+        err = http.by_status(status, message, provider, wait)
+        if not isinstance(err, E.ContextOverflowError):
+            return err
+        cls = E.ContextOverflowError
     elif http.is_overflow(message):
         cls = E.ContextOverflowError
     else:
         cls = next((_STREAM_KINDS[n] for n in names if n in _STREAM_KINDS), E.ServerError)
+    if cls is E.ContextOverflowError:  # the refusal may say how large the window is: it is learned
+        return E.ContextOverflowError(message, provider=provider, window=windows.from_refusal(payload, message))
     return cls(message, provider=provider, retry_after=wait)
 
 
@@ -218,6 +227,7 @@ class _Usage(Struct):
 class _Chunk(Struct):
     choices: list[_Choice] | None = None
     usage: _Usage | None = None
+    model: str | None = None  # what answered: a router's pick, a server's own name for the model
 
 
 class _Call(Struct):
@@ -245,6 +255,7 @@ class ChunkParser:
         self.done = False
         self.finish_reason: str | None = None
         self.usage: Usage | None = None
+        self.model = ""  # as the first chunk that names one says
         self._calls: dict[int, _Call] = {}
 
     def feed(self, sse: SSE) -> list[StreamEvent]:
@@ -263,6 +274,7 @@ class ChunkParser:
             chunk = msgspec.convert(payload, _Chunk)
         except msgspec.ValidationError as exc:
             raise self._protocol(f"unexpected chunk shape ({exc}): {sse.data[:200]!r}") from None
+        self.model = self.model or chunk.model or ""
         if chunk.usage is not None:  # the last one wins: vLLM's continuous usage is cumulative
             u = chunk.usage
             cached = u.prompt_tokens_details.cached_tokens if u.prompt_tokens_details else None
@@ -363,7 +375,7 @@ def whole_completion(payload: Any) -> list[SSE]:
         delta = {k: message.get(k) for k in ("content", "reasoning", "reasoning_content")}
         deltas.append({"index": choice.get("index", 0), "finish_reason": choice.get("finish_reason"),
                        "delta": {**delta, "tool_calls": calls or None}})
-    chunk = {"choices": deltas, "usage": payload.get("usage")}
+    chunk = {"choices": deltas, "usage": payload.get("usage"), "model": payload.get("model")}
     return [SSE("message", msgspec.json.encode(chunk).decode()), SSE("message", "[DONE]")]
 
 
@@ -385,13 +397,24 @@ def _dropped(request: Request, read: int) -> tuple[int, int] | None:
 # --- the provider --------------------------------------------------------------------------
 
 class OpenAICompatible:
-    """One endpoint and key; reuses one httpx client for every call."""
+    """One endpoint and key; reuses one httpx client for every call.
+
+    `max_tokens_for(model)` is the output cap of a request that names none (the registry's: the config file's
+    or the catalog's), so no reply runs unbounded; without it such a request carries no cap. `learn_window(model)`
+    says whether to ask the server for the model's window (the registry's: when the catalog only assumes one);
+    what it learns goes into `learned` (a store the registry shares among a source's candidates).
+    """
 
     def __init__(self, *, id: str = "openai", base_url: str = "https://api.openai.com/v1",  # noqa: A002
                  api_key: str | None = None, headers: dict[str, str] | None = None,
-                 client: httpx.AsyncClient | None = None, official: bool | None = None, ollama: bool = False):
+                 client: httpx.AsyncClient | None = None, official: bool | None = None, ollama: bool = False,
+                 max_tokens_for: Callable[[str], int] | None = None,
+                 learn_window: Callable[[str], bool] = lambda model: False, learned: Windows | None = None):
         self.id = id
         self.ollama = ollama  # a server that cuts a too-long prompt silently: its counts are checked
+        self._max_tokens_for = max_tokens_for
+        self._learn_window = learn_window
+        self.learned = learned or Windows()
         self.base_url = base_url.rstrip("/")
         self.official = httpx.URL(self.base_url).host == "api.openai.com" if official is None else official
         self._keys = [api_key] if api_key else []
@@ -402,7 +425,9 @@ class OpenAICompatible:
         self._client = client or httpx.AsyncClient(timeout=http.TIMEOUT)
 
     async def stream(self, request: Request) -> AsyncGenerator[StreamEvent, None]:
-        body = build_body(request, self.id, official=self.official)
+        asked = request.max_output_tokens or (self._max_tokens_for(request.model) if self._max_tokens_for else None)
+        cap = min(asked, request.output_room) if asked and request.output_room else asked
+        body = build_body(msgspec.structs.replace(request, max_output_tokens=cap), self.id, official=self.official)
         parser = ChunkParser(self.id, self._keys)
         try:
             async with http.post_events(self._client, f"{self.base_url}/chat/completions", body, self._headers,
@@ -416,12 +441,56 @@ class OpenAICompatible:
             # After finish_reason the answer is whole: a fault while waiting for usage or [DONE] costs only the counts.
             if parser.finish_reason is None:
                 raise _clean(http.transport(exc, self.id, self.base_url), self._keys) from exc
+        except E.ContextOverflowError as exc:
+            self.learned.learn(self.base_url, request.model, exc.window)
+            raise
         finished = parser.finish()
         read = parser.usage.input if parser.usage is not None else 0  # 0: no usage reported
         if self.ollama and (cut := _dropped(request, read)):
             raise E.TruncatedPromptError(await self._truncation(request.model, *cut), provider=self.id)
+        request.response_model = parser.model
+        end = finished[-1]
+        if isinstance(end, StreamEnd) and end.stop_reason == "max_tokens" and cap:
+            limit = await self._limit(request.model, asked, cap, end.usage)
+            finished[-1] = msgspec.structs.replace(end, limit=limit, max_tokens=cap)
         for ev in finished:
             yield ev
+
+    async def _limit(self, model: str, asked: int | None, cap: int, usage: Usage | None) -> Limit:
+        """Which limit ended a reply at finish_reason `length`: the cap sent, the window it was lowered to, or
+        the server's own, when it stopped short of the cap (llama.cpp's -n, or its window filled)."""
+        if usage is not None and usage.output < cap:
+            window = self.learned.known(self.base_url, model)
+            if window is None and not self.official:  # a rare path, worth one question to tell the two apart
+                window = await self.learned.ask(self.base_url, model, lambda: self._lookup(model))
+            return "window" if window and usage.input + usage.output >= window else "server"
+        return "window" if asked and cap < asked else "output"
+
+    async def window(self, model: str, *, ask: bool = True) -> int | None:
+        """The window the server runs `model` with, as learned (a refusal, the model listing); else, when
+        `ask` and `learn_window` says so, asked once (bounded, the answer kept, a failure too)."""
+        if (known := self.learned.known(self.base_url, model)) or not ask or self.official or \
+                not self._learn_window(model):
+            return known
+        return await self.learned.ask(self.base_url, model, lambda: self._lookup(model))
+
+    async def _lookup(self, model: str) -> int | None:
+        """The server's own word on the window: Ollama's /api/show; else the model listing (llama.cpp's
+        meta.n_ctx, vLLM's max_model_len), then llama.cpp's /props. None when none of them says."""
+        root = self.base_url.removesuffix("/v1")
+        try:
+            if self.ollama:
+                resp = await self._client.post(f"{root}/api/show", content=http.encode({"model": model}),
+                                               headers=self._headers)
+                return windows.from_show(_decode(resp.content)) if resp.is_success else None
+            resp = await self._client.get(f"{self.base_url}/models", headers=self._headers)
+            listing = windows.from_listing(_decode(resp.content)) if resp.is_success else {}
+            if model in listing or len(listing) == 1:  # llama.cpp serves one model whatever it is called
+                return listing.get(model) or next(iter(listing.values()))
+            resp = await self._client.get(f"{root}/props", headers=self._headers)
+            return windows.from_props(_decode(resp.content)) if resp.is_success else None
+        except httpx.HTTPError:
+            return None
 
     async def _truncation(self, model: str, read: int, sent: int) -> str:
         """What to tell the user, with the window Ollama really ran the model with when it says."""
@@ -446,6 +515,8 @@ class OpenAICompatible:
             raise _clean(http.transport(exc, self.id, self.base_url), self._keys) from exc
         if not resp.is_success:
             raise self._http_error(resp)
+        for model, tokens in windows.from_listing(_decode(resp.content)).items():  # what `models` can show
+            self.learned.learn(self.base_url, model, tokens)
 
     async def aclose(self) -> None:
         if self._own_client:

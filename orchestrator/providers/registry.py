@@ -8,6 +8,7 @@ import re
 from typing import Callable, Mapping
 
 import httpx
+import msgspec
 import trio
 from msgspec import Struct
 
@@ -19,6 +20,7 @@ from orchestrator.providers.catalog import BUILTIN, Catalog, ModelInfo
 from orchestrator.providers.config import Candidate, Config, load_config, mask
 from orchestrator.providers.openai import OpenAICompatible
 from orchestrator.providers.rotation import Rotation
+from orchestrator.providers.windows import Windows
 
 # A bare model name goes to the vendor whose naming it follows.
 PREFIXES = (("gpt-", "openai"), ("chatgpt-", "openai"), ("o1", "openai"), ("o3", "openai"), ("o4", "openai"),
@@ -33,6 +35,8 @@ class CandidateCheck(Struct, kw_only=True):
     ok: bool
     error: str = ""
     error_class: str = ""
+    # the context windows its model listing gives (llama.cpp, vLLM), by model; absent when it gives none
+    windows: dict[str, int] | msgspec.UnsetType = msgspec.UNSET
 
 
 class SourceCheck(Struct, kw_only=True):
@@ -79,6 +83,7 @@ class Registry:
         self._clients: list[httpx.AsyncClient] = []
         self._members: dict[str, list[tuple[Candidate, Provider]]] = {}
         self._providers: dict[str, Provider] = {}
+        self._learned: dict[str, Windows] = {}  # by source: what its servers said of their windows
 
     @classmethod
     def load(cls, env: Mapping[str, str] | None = None) -> Registry:
@@ -97,6 +102,7 @@ class Registry:
         self._clients.clear()
         self._members.clear()
         self._providers.clear()
+        self._learned.clear()
 
     # --- routing ---------------------------------------------------------------------------
 
@@ -131,7 +137,29 @@ class Registry:
         return lambda _agent_model: chosen
 
     def info(self, model_string: str) -> ModelInfo:
-        return self.catalog.info(*self.split(model_string))
+        """The catalog's entry, with the window the server reported in place of one the catalog only assumes."""
+        name, model = self.split(model_string)
+        info = self.catalog.info(name, model)
+        if self._asks(name, model) and (learned := self._window(name, model)):
+            info = msgspec.structs.replace(info, context_window=learned,
+                                           note="context window as the server reports it")
+        return info
+
+    def _asks(self, name: str, model: str) -> bool:
+        """Whether the server's word on the window counts: never over a window the config file gives; else when
+        the catalog only assumes one, or when the server is the user's own (Ollama, a named endpoint), which runs
+        a model with the window it was started with, whatever the catalog says the model was trained for."""
+        if self.catalog.configured(name, model):
+            return False
+        return self.catalog.assumed(name, model) or name not in ("openai", "anthropic")
+
+    def _window(self, name: str, model: str) -> int | None:
+        """The smallest window a candidate of `name` reported for `model` (they serve one model alike)."""
+        learned = self._learned.get(name)
+        if learned is None:  # no provider of it was built yet: nothing asked, nothing learned
+            return None
+        found = [w for c in self.config.sources[name].candidates if (w := learned.known(c.base_url, model))]
+        return min(found, default=None)
 
     def windows(self, forced: str | None = None) -> Callable[[str], ModelInfo | None]:
         """For a room: each agent's model's catalog entry (or the forced model's); None for the scripted one."""
@@ -167,6 +195,7 @@ class Registry:
             if src.candidates:
                 client = httpx.AsyncClient(timeout=http.TIMEOUT)
                 self._clients.append(client)
+                learned = self._learned.setdefault(name, Windows())
                 for cand in src.candidates:
                     provider: Provider
                     if src.kind == "anthropic":
@@ -174,10 +203,14 @@ class Registry:
                                              max_tokens_for=lambda model: self.catalog.info(
                                                  name, model).max_output,
                                              thinking_for=lambda model: self.catalog.info(
-                                                 name, model).thinking_budget)
+                                                 name, model).thinking_budget, learned=learned)
                     else:
                         provider = OpenAICompatible(id=name, base_url=cand.base_url, api_key=cand.api_key,
-                                                    headers=src.headers, client=client, ollama=name == "ollama")
+                                                    headers=src.headers, client=client, ollama=name == "ollama",
+                                                    max_tokens_for=lambda model: self.catalog.info(
+                                                        name, model).max_output,
+                                                    learn_window=lambda model: self._asks(name, model),
+                                                    learned=learned)
                     members.append((cand, provider))
             self._members[name] = members
         return self._members[name]
@@ -192,15 +225,18 @@ class Registry:
                 members = self._candidates(name)
                 found[name] = [CandidateCheck(key=mask(c.api_key), base_url=c.base_url, ok=False) for c, _ in members]
                 for (cand, provider), slot in zip(members, found[name]):
-                    nursery.start_soon(self._check_one, cand, provider, slot, timeout)
+                    nursery.start_soon(self._check_one, cand, provider, slot, timeout, self._learned.get(name))
         return [self._summary(name, checks) for name, checks in found.items()]
 
     @staticmethod
-    async def _check_one(cand: Candidate, provider: Provider, slot: CandidateCheck, timeout: float) -> None:
+    async def _check_one(cand: Candidate, provider: Provider, slot: CandidateCheck, timeout: float,
+                         learned: Windows | None) -> None:
         with trio.move_on_after(timeout):
             try:
                 await provider.validate_auth()
                 slot.ok = True
+                if learned and (listed := learned.listed(cand.base_url)):  # the model listing named them
+                    slot.windows = listed
             except ProviderError as exc:
                 slot.error = http.redact(str(exc), [cand.api_key or ""])
                 slot.error_class = exc.kind

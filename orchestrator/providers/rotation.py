@@ -12,7 +12,7 @@ import trio
 from orchestrator.core.errors import ProviderError
 from orchestrator.core.log import logger
 from orchestrator.core.types import Request, StreamEvent, TextDelta, ThinkingDelta, ToolCallDone
-from orchestrator.providers.base import Provider
+from orchestrator.providers.base import Provider, server_window
 
 log = logger(__name__)
 
@@ -69,6 +69,11 @@ class Rotation:
                     log.info("connection failed; retrying on the same candidate", provider=self.id,
                              candidate=label, retry=retries)
         raise self._exhausted(dropped)
+
+    async def window(self, model: str, *, ask: bool = True) -> int | None:
+        """The window as the first candidate that is not cooling down knows it (the candidates serve one model)."""
+        ready = self._ready() or [0]
+        return await server_window(self._candidates[ready[0]][1], model, ask=ask)
 
     async def validate_auth(self) -> None:
         """Passes when one candidate accepts its credentials; rejected ones cool down like in a call."""

@@ -92,10 +92,12 @@ def committer(room: Room, member: Member, mode: Mode, at_once: bool = False) -> 
 
 
 async def cut_off(room: Room, member: Member, agent: Agent, done: Done) -> None:
-    """The user (and the commander, who coordinates) learn that a reply ended at the output limit, and
-    which call, if any, was not run."""
+    """The user (and the commander, who coordinates) learn that a reply ended at a limit, which one (the cap
+    asked for, the server's own, or the context window) and what would help, and which call, if any, was not run."""
     text = render("cut_reply.md.j2", agent=member.name, calls=", ".join(done.cut),
-                  model=f"{agent.provider.id}/{agent.model}")
+                  model=f"{agent.provider.id}/{agent.model}", limit=done.limit or "output",
+                  max_tokens=f"{done.max_tokens:,}" if done.max_tokens else "",
+                  window=f"{done.window:,}" if done.window else "")
     await room.notice(text, list(dict.fromkeys([USER, COMMANDER, member.name])))
 
 

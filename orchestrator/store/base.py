@@ -217,7 +217,7 @@ class BaseStore(Store):
             for moved, seq in fix.reseq:
                 db.execute("UPDATE messages SET seq = ? WHERE id = ?", [-seq, moved])
             db.execute("UPDATE messages SET seq = -seq WHERE room = ? AND seq < 0", [room_id])
-            self._insert(db, room_id, [draft for _, draft in fix.add], epoch)
+            self._insert(db, room_id, [draft for _, draft in fix.add], epoch, ids=fix.ids)
             messages = read_messages(db, room_id)
         return messages
 
@@ -225,8 +225,9 @@ class BaseStore(Store):
 
     @abstractmethod
     def _insert(self, db: Any, room_id: str, drafts: list[Draft], epoch: int | None,
-                answers: Sequence[int | None] = ()) -> list[Message]:
-        """Store the drafts as the room's next messages (records.stamp) under `epoch`; KeyError for no such room."""
+                answers: Sequence[int | None] = (), ids: Sequence[str] = ()) -> list[Message]:
+        """Store the drafts as the room's next messages (records.stamp) under `epoch`, named by `ids` where given
+        (healing's); KeyError for no such room."""
 
     @abstractmethod
     def _take(self, db: Any, room_id: str, host: str, seconds: float) -> Lease | None:

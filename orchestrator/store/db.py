@@ -102,9 +102,10 @@ class SqliteStore(BaseStore):
     # --- inside a call ------------------------------------------------------------------------
 
     def _insert(self, db: sqlite_utils.Database, room_id: str, drafts: list[Draft], epoch: int | None,
-                answers: Sequence[int | None] = ()) -> list[Message]:
+                answers: Sequence[int | None] = (), ids: Sequence[str] = ()) -> list[Message]:
         conn = db.conn
-        messages, rows = records.stamp(room_id, conn.execute(_LAST, [room_id]).fetchone(), drafts, epoch, answers)
+        messages, rows = records.stamp(room_id, conn.execute(_LAST, [room_id]).fetchone(), drafts, epoch, answers,
+                                       ids)
         conn.executemany(records.INSERT_MESSAGE, rows)
         return messages
 

@@ -1,9 +1,11 @@
 """Healing on load (S2, E3): pair every tool call with exactly one result, in declared order.
 
-`plan` says what to add, delete and renumber; the store applies it. `pairing_problems` is the check.
+`plan` says what to add (under ids that depend only on the history), delete and renumber; the store applies it.
+`pairing_problems` is the check.
 """
 from __future__ import annotations
 
+import hashlib
 from dataclasses import dataclass
 
 import msgspec
@@ -17,6 +19,9 @@ class HealPlan(msgspec.Struct):
     add: list[tuple[str, Draft]] = []  # (id of the call message it answers, synthesized result)
     delete: list[str] = []
     reseq: list[tuple[str, int]] = []  # (message id, new seq)
+    # The id of each `add` result, in order: the same for every plan of the same history, so a heal that only
+    # shows the room (read-only) and the heal that writes it name what they synthesize alike.
+    ids: list[str] = []
 
     def empty(self) -> bool:
         return not (self.add or self.delete or self.reseq)
@@ -54,6 +59,12 @@ def _pair(messages: list[Message]) -> tuple[list[tuple[Message, list[_Slot]]], l
     return groups, strays
 
 
+def healed_id(call_message: str, position: int, call: ToolCallBlock) -> str:
+    """The id of the result synthesized for the call at `position` of message `call_message`: 32 hex digits, like
+    the store's own, from what identifies the call (a model may reuse a call id across turns)."""
+    return hashlib.sha256(f"healed\0{call_message}\0{position}\0{call.id}".encode()).hexdigest()[:32]
+
+
 def _interrupted(author: str, call: ToolCallBlock) -> Draft:
     block = ToolResultBlock(call_id=call.id, name=call.name, content=INTERRUPTED, is_error=True)
     return Draft(author=author, kind="tool_result", blocks=[block], visible_to=[author])
@@ -68,8 +79,9 @@ def plan(messages: list[Message]) -> HealPlan:
     groups, strays = _pair(messages)
     fix = HealPlan(delete=[m.id for m in strays])
     for call_msg, slots in groups:
-        fix.add += [(call_msg.id, _interrupted(call_msg.author, s.call))
-                    for s in slots if s.result is None]
+        missing = [(i, s) for i, s in enumerate(slots) if s.result is None]
+        fix.add += [(call_msg.id, _interrupted(call_msg.author, s.call)) for _, s in missing]
+        fix.ids += [healed_id(call_msg.id, i, s.call) for i, s in missing]
         results = [s.result for s in slots if s.result is not None]
         in_order = sorted(r.seq for r in results)
         fix.reseq += [(r.id, seq) for r, seq in zip(results, in_order) if r.seq != seq]

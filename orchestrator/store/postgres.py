@@ -100,9 +100,9 @@ class PgStore(BaseStore):
     # --- inside a call ------------------------------------------------------------------------
 
     def _insert(self, db: _Session, room_id: str, drafts: list[Draft], epoch: int | None,
-                answers: Sequence[int | None] = ()) -> list[Message]:
+                answers: Sequence[int | None] = (), ids: Sequence[str] = ()) -> list[Message]:
         last = db.execute("SELECT last_seq, last_ts FROM rooms WHERE id = ? FOR UPDATE", [room_id]).fetchone()
-        messages, rows = records.stamp(room_id, last, drafts, epoch, answers)
+        messages, rows = records.stamp(room_id, last, drafts, epoch, answers, ids)
         if messages:
             db.executemany(records.INSERT_MESSAGE, rows)
             # Kept in the room row, so a seq freed by healing is never handed out again.

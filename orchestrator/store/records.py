@@ -101,20 +101,20 @@ def task_side(task: TaskRecord) -> Callable[[Any], None]:
 
 
 def stamp(room_id: str, last: Sequence | None, drafts: Sequence[Draft], epoch: int | None,
-          answers: Sequence[int | None] = ()) -> tuple[list[Message], list[tuple]]:
+          answers: Sequence[int | None] = (), ids: Sequence[str] = ()) -> tuple[list[Message], list[tuple]]:
     """The drafts as messages after the room's `last` (seq, ts), and their rows for INSERT_MESSAGE.
 
     Seqs follow on by one; a timestamp is now, or just after the previous one when the clock stalled or stepped
     back, so both always increase. `last` None: the room does not exist. `answers[i]` is what `drafts[i]` answers
-    (None, or missing at the end: nothing)."""
+    (None, or missing at the end: nothing); `ids[i]` its id (missing at the end: a new one)."""
     if last is None:
         raise missing(room_id)
     seq, ts = last
     messages, rows = [], []
-    for draft, answer in zip(drafts, itertools.chain(answers, itertools.repeat(None))):
+    for i, (draft, answer) in enumerate(zip(drafts, itertools.chain(answers, itertools.repeat(None)))):
         now = time.time()
         seq, ts = seq + 1, now if now > ts else ts + 1e-6
-        m = Message(id=message_id(), room=room_id, seq=seq, ts=ts, **msgspec.structs.asdict(draft))
+        m = Message(id=ids[i] if i < len(ids) else message_id(), room=room_id, seq=seq, ts=ts, **msgspec.structs.asdict(draft))
         messages.append(m)
         rows.append(message_row(m, epoch, answer))
     return messages, rows

@@ -16,6 +16,7 @@ from orchestrator.core.events import (
     Cancelled, Compaction, Confirm, Done, ErrorEvent, Event, MessageEvent, Retry, State, TaskEvent,
     TextDeltaEvent,
 )
+from orchestrator.core.errors import retry_label
 from orchestrator.core.visible import displayed
 from orchestrator.room.handback import StreamFilter
 
@@ -149,7 +150,7 @@ class View(Printer):
             self._task(ev)
         elif isinstance(ev, Retry):
             self._reset(ev.agent)
-            self.notice(f"  ↻ {ev.agent}: {ev.reason}, retry {ev.attempt} in {ev.delay:.1f}s")
+            self.notice(f"  ↻ {ev.agent}: {retry_label(ev.reason)}, retry {ev.attempt} in {ev.delay:.1f}s")
         elif isinstance(ev, Compaction):
             self.notice(f"  ⇣ {ev.agent}: history compacted {ev.tokens_before} → {ev.tokens_after} tokens")
         elif isinstance(ev, Cancelled):
