@@ -260,15 +260,29 @@ def test_ctrl_c_stops_parallel_work_then_a_normal_turn(tmp_path, term):
     t.wait(r"⇢ commander → researcher: Read every paper")
     t.wait(r"⇢ commander → reviewer: Review every paper")
     t.wait(r"└ ⇢ commander → worker: Count the papers")  # the anonymous worker, folded
+    t.type("Something sm")  # half typed when the user stops the agents: it stays in the input line
+    t.wait(r"(?m)^you> Something sm")
     t.child.send("\x03")
     t.wait(r"■ stopped: stopped by the user")
     t.wait(r"▸ researcher: task \w+ \(dispatch\) cancelled")
-    t.line("/ledger")
-    t.wait(r"(?s)(cancelled.*){3}")
-    t.line("Something small instead.")
+    t.wait(r"(?m)^you> Something sm")
+    assert t.prompt_row() == "you> Something sm"
+    t.line("all instead.")
     t.wait(r"commander: Stopped. Let's do something smaller.")
     assert "never arrives" not in t.screen()
-    t.child.send("\x03")  # idle now: the first Ctrl-C warns, the second leaves
+    t.line("/ledger")
+    t.wait(r"(?s)(cancelled.*){3}")
+    t.type("a draft")
+    t.wait(r"(?m)^you> a draft")
+    t.child.send("\x03")  # idle, a line typed: Ctrl-C clears it, and ↑ brings it back
+    deadline = time.monotonic() + 10
+    while t.prompt_row() != "you>" and time.monotonic() < deadline:
+        t.pump(0.05)
+    assert t.prompt_row() == "you>" and "Ctrl-C again" not in t.screen()
+    t.child.send("\x1b[A")
+    t.wait(r"(?m)^you> a draft")
+    t.child.send("\x15")  # clear the line
+    t.child.send("\x03")  # idle now, nothing typed: the first Ctrl-C warns, the second leaves
     t.wait(r"Ctrl-C again")
     t.child.send("\x03")
     mode = t.wait(r"(?s)exit=0.*\bicanon\b.*\becho\w*\b").group(0)  # `stty -a` after the shell ended
@@ -334,6 +348,30 @@ def test_resume_after_the_shell_was_killed(tmp_path, term):
 
 # --- a new user's first runs (issue 13) ------------------------------------------------------------------
 
+def test_a_room_open_in_one_shell_is_refused_in_a_second(tmp_path, term):
+    """Two shells on one room would each see half of it and interleave both in the store: the second is refused
+    in one line while the first holds the room, and gets it once the first has left."""
+    scn = scenario(tmp_path, "twice", """
+        models:
+          commander:
+            - say: First answer.
+            - say: Second answer.
+        """)
+    t = term("--scripted", scn)
+    room = t.wait(r"room twice \((\w+)\)").group(1)
+    t.line("hello")
+    t.wait(r"commander: First answer.")
+    out = _run(tmp_path, "--scripted", scn, "--resume", room, stdin="again\n")
+    assert out.returncode == 2, out.stdout
+    assert f"room twice ({room}) is open in another chat or server" in out.stderr
+    assert "Traceback" not in out.stderr and "Second answer" not in out.stdout
+    t.line("/exit")
+    assert t.exit_status() == 0
+    out = _run(tmp_path, "--scripted", scn, "--resume", room, stdin="again\n")
+    assert out.returncode == 0, out.stderr
+    assert "commander: Second answer." in out.stdout
+
+
 def test_a_reply_ending_in_a_newline_is_printed_once(tmp_path, term):
     scn = scenario(tmp_path, "newline", """
         models:
@@ -362,7 +400,15 @@ def _lesson(tmp_path: Path) -> str:
 
 
 def test_leaving_names_the_room_to_resume_and_resume_goes_on_with_its_script(tmp_path, term):
-    scn = _lesson(tmp_path)
+    scn = scenario(tmp_path, "lesson", """
+        team:
+          agents:
+            - {name: tutor, description: Patient maths tutor, interactive: true}
+        models:
+          commander:
+            - say: "Hello, shall we start?"
+            - say: "Welcome back: where were we?"
+        """)
     t = term("--scripted", scn)
     room = t.wait(r"room lesson \((\w+)\)").group(1)
     t.line("hi")
@@ -374,7 +420,9 @@ def test_leaving_names_the_room_to_resume_and_resume_goes_on_with_its_script(tmp
     t = term("--resume", room)  # no --scripted: the room remembers the scenario it plays
     t.wait(rf"resumed room lesson \({room}\)")
     t.line("again")
-    t.wait(r"(?s)user: again.*commander: Hello, shall we start\?")
+    # the script goes on where the room left it, not from its first reply
+    t.wait(r"(?s)user: again.*commander: Welcome back: where were we\?")
+    assert "Hello, shall we start?" not in t.screen().split("user: again")[-1]
     t.line("/exit")
     assert t.exit_status() == 0
     assert "Traceback" not in t.screen()
@@ -392,6 +440,32 @@ def test_resuming_a_scripted_room_without_its_script_is_one_clear_line(tmp_path,
     screen = t.screen()
     assert "Traceback" not in screen
     assert re.search(r"error: this room's agents play a scenario's script: resume it with --scripted", screen)
+
+
+def test_a_model_the_server_does_not_list_is_said_at_start_and_the_shell_stays(tmp_path, term):
+    from tests.fakeserver import FakeServer, json_body
+
+    with FakeServer() as server:
+        listing = {"object": "list", "data": [{"id": "qwen3"}, {"id": "llama3.2"}]}
+        server.replies.append(json_body(200, listing))
+        # At the first line the window is looked up (the listing again, llama.cpp's /props), then the call.
+        server.replies.extend([json_body(200, listing), json_body(404, {"error": "no such page"})])
+        body = {"error": {"message": "The model `qwen-3` does not exist.", "code": "model_not_found"}}
+        server.replies.append(json_body(404, body))
+        env = {"OPENAI_API_KEY": "sk-test", "OPENAI_BASE_URL": server.url + "/v1"}
+        (tmp_path / "ws").mkdir()
+        t = term("--model", "openai/qwen-3", "--workspace", str(tmp_path / "ws"), env=env)
+        t.wait(r"! openai/qwen-3: the server does not list a model 'qwen-3'; did you mean qwen3\?")
+        assert server.requests[0]["path"] == "/v1/models"  # before any line was typed
+        t.line("hello")
+        t.wait(r"model_not_found")
+        t.wait(r"every line will fail alike until the model or the address is fixed")
+        t.line("/who")  # the shell stays
+        t.wait(r"commander \[floor\]")
+        assert t.child.isalive()
+        assert [r["path"] for r in server.requests].count("/v1/chat/completions") == 1  # not retried
+        t.line("/exit")
+        assert t.exit_status() == 3  # the session saw a line fail that no retry could fix
 
 
 def test_resume_remembers_the_rooms_model(tmp_path, term):

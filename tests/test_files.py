@@ -159,7 +159,7 @@ async def test_read_documents_without_the_extra_says_what_to_install(ws, session
     (ws / "doc.pdf").write_bytes(tiny_pdf("x"))
     (ws / "doc.docx").write_bytes(b"PK\x03\x04")
     for name in ("doc.pdf", "doc.docx"):
-        assert "install the `docs` extra" in await err(session, "read_file", path=name)
+        assert "needs the `docs` extra: `pip install -e '.[docs]'`" in await err(session, "read_file", path=name)
 
 
 # --- write_file and edit_file: read before write (E14) ---

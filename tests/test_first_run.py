@@ -244,3 +244,75 @@ def test_markdown_export_shows_arguments_recipients_and_the_marker_as_written(tm
     assert re.search(r"(?m)^\*\*commander\*\* → \*\*tutor\*\* · task · #\d+", md)
     assert '"&lt;handback />"' in md and "<handback" not in md
     assert all(ln == ln.rstrip() for ln in md.splitlines())
+
+
+# --- Ctrl-C during `run` ---------------------------------------------------------------------------------
+
+SLOW = """\
+name: slow
+team:
+  commander: {model: scripted}
+models:
+  commander:
+    - {say: "Thinking.", delay: 60}
+turns:
+  - user: think hard
+"""
+
+
+def test_ctrl_c_during_run_ends_the_line_and_says_the_room_is_kept(tmp_path):
+    import signal
+
+    (tmp_path / "slow.yaml").write_text(SLOW)
+    environ = {**os.environ, "HOME": str(tmp_path), "XDG_DATA_HOME": str(tmp_path / "data"),
+               "XDG_CONFIG_HOME": str(tmp_path / "cfg")}
+    proc = subprocess.Popen([sys.executable, "-m", "orchestrator", "run", str(tmp_path / "slow.yaml")],
+                            cwd=tmp_path, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=environ)
+    assert proc.stdout is not None
+    seen = ""
+    while "user: think hard" not in seen:  # the room exists and waits on the model
+        line = proc.stdout.readline()
+        assert line, f"run ended first: {proc.communicate()}"
+        seen += line
+    proc.send_signal(signal.SIGINT)
+    out, err = proc.communicate(timeout=30)
+    assert proc.returncode == 130
+    room = re.search(r"interrupted: the room is kept \(`orchestrator show ([0-9a-f]+)` prints it again\)", err)
+    assert room, err
+    shown = cli(tmp_path, "show", room.group(1))
+    assert shown.returncode == 0 and "think hard" in shown.stdout, shown.stdout + shown.stderr
+
+
+def test_an_interrupt_ends_a_half_streamed_line_before_it_speaks():
+    import io
+
+    from orchestrator.cli.transcript import Printer
+    from orchestrator.core.events import TextDeltaEvent
+
+    out = io.StringIO()
+    printer = Printer(out, color=False)
+    printer(TextDeltaEvent(agent="commander", text="Half a thou", room="abc123"))
+    said = printer.interrupted()
+    assert out.getvalue() == "commander: Half a thou\n"
+    assert said == "interrupted: the room is kept (`orchestrator show abc123` prints it again)"
+
+
+def test_check_shipped_on_a_plain_install_skips_what_needs_a_missing_extra_and_says_which(tmp_path):
+    code = ("import sys; sys.modules['mcp'] = None; from orchestrator.cli.main import main; "
+            "sys.exit(main(['check', '--shipped']))")
+    out = subprocess.run([sys.executable, "-c", code], cwd=tmp_path, capture_output=True, text=True, timeout=300,
+                         env={**os.environ, "HOME": str(tmp_path), "XDG_DATA_HOME": str(tmp_path / "data"),
+                              "XDG_CONFIG_HOME": str(tmp_path / "cfg")})
+    assert out.returncode == 0, out.stdout + out.stderr
+    skipped = [ln for ln in out.stdout.splitlines() if ln.startswith("SKIP")]
+    assert skipped and all("need the `mcp` extra" in ln and "pip install -e '.[mcp]'" in ln for ln in skipped)
+    assert any(ln.startswith("SKIP  mcp-tool ") for ln in skipped)
+    assert not [ln for ln in out.stdout.splitlines() if ln.startswith(("FAIL", "BAD"))]
+    shipped = len(list(SCENARIOS.glob("*.yaml")))
+    assert out.stdout.splitlines()[-1] == (f"{shipped - len(skipped)} passed, 0 failed, {len(skipped)} skipped "
+                                           "(an extra is missing)")
+
+
+def test_check_with_nothing_to_check_says_what_to_name():
+    out = subprocess.run([sys.executable, "-m", "orchestrator", "check"], capture_output=True, text=True, timeout=60)
+    assert out.returncode == 2 and "--shipped" in out.stderr

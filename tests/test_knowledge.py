@@ -605,7 +605,7 @@ async def test_docx_text_comes_through_the_file_tools_extractor(tmp_path, monkey
         monkeypatch.setitem(__import__("sys").modules, "docx", None)  # as if the `docs` extra were missing
         (tmp_path / "notes.docx").write_bytes(b"PK\x03\x04 changed")
         [r] = [r async for r in add_files(kb, [tmp_path / "notes.docx"], disk=CheckedDisk())]
-        assert r.status == "skipped" and "install the `docs` extra" in r.message
+        assert r.status == "skipped" and "needs the `docs` extra: `pip install -e '.[docs]'`" in r.message
 
 
 def cli_args(*argv: str) -> argparse.Namespace:

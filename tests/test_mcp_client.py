@@ -237,5 +237,5 @@ async def test_without_the_extra_the_line_says_what_to_install(tmp_path, monkeyp
         monkeypatch.delitem(sys.modules, name)
     monkeypatch.setitem(sys.modules, "mcp", None)  # `import mcp` now fails as if it were not installed
     async with open_hub(tmp_path) as hub:
-        with pytest.raises(ServerUnavailable, match=r"MCP server 'files' needs the MCP extra: pip install"):
+        with pytest.raises(ServerUnavailable, match=r"MCP server 'files' needs the `mcp` extra: `pip install -e '\.\[mcp\]'`"):
             await hub.connection("files", stdio()).tools()

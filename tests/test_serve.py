@@ -329,5 +329,6 @@ def test_without_the_extra_serve_says_what_to_install(tmp_path):
             f"sys.exit(main(['serve', '--db', {str(tmp_path / 'x.db')!r}]))")
     out = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, timeout=60)
     assert out.returncode == 2
-    assert out.stderr.strip() == ("error: `orchestrator serve` needs the web extra (hypercorn is missing): "
-                                  "pip install 'groupchat-orchestrator[serve]'")
+    assert out.stderr.strip() == ("error: `orchestrator serve` needs the `serve` extra (hypercorn is missing): "
+                                  "`pip install -e '.[serve]'` in a checkout, or "
+                                  "`pip install 'dist/WHEEL.whl[serve]'` for a wheel built there (README: Install)")

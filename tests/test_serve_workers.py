@@ -1,7 +1,8 @@
 """`orchestrator serve --workers 2` on 127.0.0.1 over one database (SQLite, then PostgreSQL): both workers
-serve the one port; a line posted to either reaches the room's owner; a room's event stream shows its answers
-from either worker; a SIGKILLed worker's rooms keep working once their lease runs out, and the supervisor
-replaces it; SIGTERM stops every worker."""
+serve the one port; a line posted to either reaches the room's owner; a room's event stream and state show
+it from either worker as the worker running it has it (test_serve_any_worker.py has the rest); a SIGKILLed
+worker's rooms keep working once their lease runs out, and the supervisor replaces it; SIGTERM stops every
+worker."""
 from __future__ import annotations
 
 import os
@@ -147,7 +148,8 @@ async def test_two_workers_share_the_port_and_the_rooms(served, tmp_path):
                         await client.aclose()
             nursery.start_soon(watch)
 
-    # A room's state from the worker that does not run it: read from the store (the page is a shell with none).
+    # A room's state from the worker that does not run it: asked of the worker that does (the page is a shell
+    # with none).
     for room in rooms[:2]:
         other = next(w for w in workers if w != owners[room])
         for _ in range(200):  # a new connection each time, until the other worker takes one
@@ -159,7 +161,8 @@ async def test_two_workers_share_the_port_and_the_rooms(served, tmp_path):
         assert page.status_code == 200 and page.headers["x-orchestrator-worker"] == other
         assert room not in page.text and 'id="room-name"></h1>' in page.text
         assert state.headers["x-orchestrator-worker"] == other, "one kept-alive connection, one worker"
-        assert state.json()["elsewhere"] and state.json()["floor"] == "tutor"
+        assert state.headers["x-orchestrator-room-worker"] == owners[room]
+        assert "elsewhere" not in state.json() and state.json()["floor"] == "tutor" and not state.json()["busy"]
         assert state.json()["id"] == room and state.json()["name"] == f"w{rooms.index(room)}"
         assert {m["name"] for m in state.json()["members"]} >= {"commander", "tutor"}
 

@@ -158,7 +158,9 @@ def _run(args: argparse.Namespace) -> int:
             os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
             return 0
         if isinstance(exc, KeyboardInterrupt):
-            print("interrupted", file=sys.stderr)
+            said = getattr(args, "interrupted", None)  # what the command has to say, e.g. where its room is kept
+            sys.stdout.flush()
+            print(said() if said else "interrupted", file=sys.stderr, flush=True)
             return 130
         if args.debug or not isinstance(exc, Exception):
             raise

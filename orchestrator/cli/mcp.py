@@ -13,6 +13,7 @@ import trio
 from orchestrator.cli.paths import add_trust_flag, database, mcp_serve_db
 from orchestrator.core.errors import InputError
 from orchestrator.mcplink.config import ServerConfig, configured
+from orchestrator.core.extras import install_hint
 
 
 def _servers(team_file: Path | None) -> dict[str, ServerConfig]:
@@ -26,7 +27,7 @@ def _need_sdk() -> None:
     try:
         import mcp  # noqa: F401
     except ImportError:
-        raise InputError("MCP support is not installed: pip install 'groupchat-orchestrator[mcp]'") from None
+        raise InputError(f"MCP support needs the `mcp` extra: {install_hint('mcp')}") from None
 
 
 async def cmd_list(args: argparse.Namespace) -> int:

@@ -39,7 +39,10 @@ async def cmd_run(args) -> int:
     if args.evolve:
         scn = msgspec.structs.replace(scn, team=msgspec.structs.replace(scn.team, evolve=True))
     _warn(args, path, scn)
-    sink = reader_may_leave(json_out if args.json else Printer())
+    printer = None if args.json else Printer()
+    if printer is not None:
+        args.interrupted = lambda: printer.interrupted(args.db)
+    sink = reader_may_leave(printer or json_out)
     real = [a.model for a in (scn.team.commander, *scn.team.agents) if a.model not in ("scripted", "")]
     async with AsyncExitStack() as stack:
         model: Resolver | None = None
@@ -117,9 +120,13 @@ async def cmd_check(args) -> int:
     from orchestrator.scenario.loader import load_scenario
     from orchestrator.scenario.runner import run_scenario
 
-    passed = failed = bad = 0
+    if not args.paths and not args.shipped:
+        raise InputError("name the scenarios to check (files, folders or shipped names), or pass --shipped for "
+                         "every shipped one")
+    passed = failed = bad = skipped = 0
     names: dict[tuple[Path, str], Path] = {}
-    for path in _scenario_files(args.paths):
+    files = _scenario_files(args.paths) + (list(shipped().values()) if args.shipped else [])
+    for path in files:
         start = time.perf_counter()
         try:
             scn = load_scenario(path, trusted=True)  # the file the user named
@@ -127,6 +134,10 @@ async def cmd_check(args) -> int:
             if key in names:
                 raise InputError(f"{path}:1: name {scn.name!r} is already used by {names[key]}")
             names[key] = path
+            if missing := _missing_extra(scn):
+                skipped += 1
+                print(f"SKIP  {scn.name} ({path}): {missing}")
+                continue
             if args.db is None:
                 result = await run_scenario(scn)
             else:
@@ -147,8 +158,19 @@ async def cmd_check(args) -> int:
             print(f"FAIL  {scn.name} ({path}) {took:.2f}s")
             for f in result.check.failures:
                 print(f"      - {f}")
-    print(f"{passed} passed, {failed + bad} failed")
+    print(f"{passed} passed, {failed + bad} failed" + (f", {skipped} skipped (an extra is missing)" if skipped else ""))
     return 2 if bad else (1 if failed else 0)
+
+
+def _missing_extra(scn: Any) -> str:
+    """Why this environment cannot play the scenario, "" when it can: an extra it needs is not installed."""
+    import importlib.util
+
+    from orchestrator.core.extras import install_hint
+
+    if scn.team.mcp_servers and importlib.util.find_spec("mcp") is None:
+        return f"its team's MCP servers need the `mcp` extra: {install_hint('mcp')}"
+    return ""
 
 
 def add_parsers(sub: Any) -> None:
@@ -173,7 +195,9 @@ def add_parsers(sub: Any) -> None:
                        description="Play every scenario given (files, folders of them, or shipped scenarios by "
                                    "name) on its scripted models and report PASS or FAIL for each. Exit codes: "
                                    "0 all held, 1 one failed, 2 a file is not a valid scenario.")
-    c.add_argument("paths", nargs="+", metavar="SCENARIO_OR_FOLDER")
+    c.add_argument("paths", nargs="*", metavar="SCENARIO_OR_FOLDER")
+    c.add_argument("--shipped", action="store_true", help="also check every shipped scenario (`orchestrator "
+                   "scenarios` lists them); one that needs an extra this environment lacks is skipped, saying which")
     c.add_argument("--db", type=_postgres, help="run every scenario on this PostgreSQL server (postgresql://…), "
                    "each in a schema of its own that is dropped afterwards (default: a temporary SQLite file each)")
     c.set_defaults(fn=cmd_check)

@@ -10,6 +10,10 @@ move to the others once their leases run out) and stops them all on Ctrl-C or SI
 Each worker learns the token through a pipe it inherits (--token-fd), read once at its start and closed: never
 through its environment or command line, which its children and `ps` could see.
 
+Each worker also listens on a Unix socket of its own in a folder this process makes for them (--peers, mode
+0700, removed at the end), so that a request for a room another worker runs is answered by that worker
+(web/peers.py): the browser never notices which worker its connection landed on.
+
 The pages and the API are orchestrator/web; the team, models and workspace come from chat's set-up
 (`load_setup`), the workspace being a folder of the server's own unless --workspace names one.
 """
@@ -19,10 +23,12 @@ import argparse
 import ipaddress
 import os
 import secrets
+import shutil
 import signal
 import socket
 import subprocess
 import sys
+import tempfile
 from contextlib import AsyncExitStack
 from pathlib import Path
 from typing import Any
@@ -36,8 +42,9 @@ from orchestrator.core.errors import InputError
 from orchestrator.store.backends import is_url
 from orchestrator.store.lease import LEASE_SECONDS
 from orchestrator.store.postgres import shown
+from orchestrator.core.extras import install_hint
 
-EXTRA = "pip install 'groupchat-orchestrator[serve]'"
+EXTRA = install_hint("serve")
 STOP_WAIT = 15.0  # seconds workers get to stop before they are killed
 
 
@@ -55,6 +62,7 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
                    help="how long a dead worker's rooms wait before another takes them (default: %(default)s)")
     s.add_argument("--worker", type=int, help=argparse.SUPPRESS)  # a worker: the listening socket's descriptor
     s.add_argument("--token-fd", type=int, help=argparse.SUPPRESS)  # a worker: the pipe the token comes through
+    s.add_argument("--peers", type=Path, help=argparse.SUPPRESS)  # a worker: the folder of the workers' sockets
     s.add_argument("--team", type=Path, metavar="TEAM.yaml",
                    help="the team of new rooms (default: the agents/ folder if you trust it, see --trust, else "
                         "the shipped team); stored rooms keep theirs")
@@ -82,7 +90,7 @@ async def cmd_serve(args: argparse.Namespace) -> int:
         import starlette  # noqa: F401
     except ImportError as exc:
         missing = (exc.name or "a module").split(".")[0]
-        raise InputError(f"`orchestrator serve` needs the web extra ({missing} is missing): {EXTRA}") from None
+        raise InputError(f"`orchestrator serve` needs the `serve` extra ({missing} is missing): {EXTRA}") from None
     if args.worker is not None:
         return await _work(args, socket.socket(fileno=args.worker), _read_token(args.token_fd), announce=None)
     if args.workers < 1:
@@ -115,9 +123,17 @@ async def _work(args: argparse.Namespace, sock: socket.socket, token: str, annou
     from orchestrator.web.app import build_app
     from orchestrator.web.guard import Hosts
     from orchestrator.web.host import Host
+    from orchestrator.web.peers import Peers
 
+    name = f"{socket.gethostname()}:{os.getpid()}"  # this worker in the rooms' leases
     async with AsyncExitStack() as stack:
         stack.callback(sock.close)
+        peers = Peers.joined(args.peers, name) if args.peers else None
+        private = None
+        if peers is not None:  # listening before any room is leased here, so no request for one finds it shut
+            private = peers.listen()
+            stack.callback(peers.close)
+            stack.callback(private.close)
         bound, port = sock.getsockname()[:2]
         hosts = Hosts.bound(args.host, port, bound)
         store = await open_db(args.db)
@@ -125,20 +141,25 @@ async def _work(args: argparse.Namespace, sock: socket.socket, token: str, annou
         setup = await load_setup(args, store, stack)
         if announce:
             announce(setup.workspace)
-        config = Config()
-        config.bind = [f"fd://{sock.detach()}"]
-        config.loglevel = "WARNING"
-        config.graceful_timeout = 1.0
+        configs = []
+        for listening in (sock, *([private] if private else [])):
+            config = Config()
+            config.bind = [f"fd://{listening.detach()}"]
+            config.loglevel = "WARNING"
+            config.graceful_timeout = 1.0
+            configs.append(config)
         stops: tuple[signal.Signals, ...] = (signal.SIGINT, signal.SIGTERM)
         if announce is None:  # a worker: Ctrl-C reaches the whole process group, and the supervisor stops it
             signal.signal(signal.SIGINT, signal.SIG_IGN)
             stops = (signal.SIGTERM,)
         with trio.open_signal_receiver(*stops) as signals:
             async with trio.open_nursery() as nursery:
-                async with Host.open(store, room_models(args, setup), name=f"{socket.gethostname()}:{os.getpid()}",
-                                     seconds=args.lease) as host:
+                async with Host.open(store, room_models(args, setup), name=name, seconds=args.lease) as host:
                     # Guard takes `scope: dict` (web/guard.py), hypercorn's Scope is a union of TypedDicts.
-                    nursery.start_soon(serve, build_app(host, token, hosts), config)
+                    app = build_app(host, token, hosts, peers=peers)
+                    nursery.start_soon(serve, app, configs[0])
+                    if peers is not None:  # the same app: the same guard, the same token, the same stream limits
+                        nursery.start_soon(serve, peers.private(app), configs[1])
                     async for _ in signals:
                         break
                     if announce:
@@ -150,7 +171,18 @@ async def _work(args: argparse.Namespace, sock: socket.socket, token: str, annou
 async def _supervise(args: argparse.Namespace, sock: socket.socket, token: str) -> int:
     """Run `args.workers` worker processes on `sock` until SIGINT or SIGTERM. A worker killed by a signal is
     replaced; one that ends by itself (an error it printed) stops the server with its exit status."""
-    command = [sys.executable, "-m", "orchestrator", "serve", *_worker_args(args), "--worker", str(sock.fileno())]
+    folder = _peer_folder()
+    try:
+        return await _run_workers(args, sock, token, folder)
+    finally:
+        if folder is not None:
+            shutil.rmtree(folder, ignore_errors=True)
+
+
+async def _run_workers(args: argparse.Namespace, sock: socket.socket, token: str, folder: Path | None) -> int:
+    """`_supervise`'s work, the workers' sockets in `folder` (None: they have none)."""
+    command = [sys.executable, "-m", "orchestrator", "serve", *_worker_args(args), "--worker", str(sock.fileno()),
+               *(["--peers", str(folder)] if folder else [])]
     # The database by environment: a PostgreSQL URL may hold a password, which `ps` would show.
     env = os.environ | {"ORCHESTRATOR_DB": str(args.db)}
     failed: list[int] = []
@@ -174,6 +206,8 @@ async def _supervise(args: argparse.Namespace, sock: socket.socket, token: str) 
                         if proc.returncode is None:
                             proc.kill()
                             await proc.wait()
+            if folder is not None:  # a killed worker leaves its socket behind
+                (folder / f"{proc.pid}.sock").unlink(missing_ok=True)
             if code >= 0:
                 failed.append(code)
                 nursery.cancel_scope.cancel()
@@ -222,6 +256,25 @@ async def _check_start(args: argparse.Namespace) -> Path | None:
         workspace, _ = default_workspace(args)
     await settle_trust(args, team is None, workspace)
     return workspace
+
+
+def _peer_folder() -> Path | None:
+    """A new folder only this user may enter, for the workers' sockets: in the user's runtime folder or the
+    temporary one, wherever its sockets' paths fit a Unix socket's address (about 100 bytes). None: nowhere
+    (each worker then answers for the rooms others run from the store)."""
+    if not hasattr(socket, "SO_PEERCRED"):  # the check of who listens on a socket (web/peers.py): Linux's
+        print("warning: this system cannot tell who listens on a Unix socket: a room's agent view, busy mark and "
+              "full event stream show only on the worker that runs it", file=sys.stderr, flush=True)
+        return None
+    for base in (os.environ.get("XDG_RUNTIME_DIR"), tempfile.gettempdir(), "/tmp"):
+        if base and len(base) < 64 and os.path.isdir(base):
+            try:
+                return Path(tempfile.mkdtemp(prefix="orchestrator-serve-", dir=base))  # made 0700
+            except OSError:
+                continue
+    print("warning: no folder for the workers' sockets: a room's agent view, busy mark and full event stream "
+          "show only on the worker that runs it", file=sys.stderr, flush=True)
+    return None
 
 
 def _token_pipe(token: str) -> int:

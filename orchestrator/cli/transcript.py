@@ -53,6 +53,15 @@ class Printer:
         self._filter = StreamFilter()
         self._shown: dict[str, str] = {}  # text of a message in progress already on screen, per agent
         self._palette: dict[str, str] = {}
+        self.room: str | None = None  # the room its events came from
+
+    def interrupted(self, db: object = None) -> str:
+        """Ctrl-C: a half-streamed line ends first, and the user learns the room was kept and how to see it."""
+        self._end_stream()
+        if self.room is None:
+            return "interrupted"
+        show = f"orchestrator show {self.room}" + (f" --db {db}" if db else "")
+        return f"interrupted: the room is kept (`{show}` prints it again)"
 
     def _paint(self, code: str, text: str) -> str:
         return f"\x1b[{code}m{text}\x1b[0m" if self.color else text
@@ -75,6 +84,7 @@ class Printer:
 
     def __call__(self, ev: Event) -> None:
         ev = displayed(ev)  # agents' text never drives the terminal
+        self.room = ev.room or self.room
         if isinstance(ev, TextDeltaEvent):
             if self._streaming is None and (ev.agent in self._shown or not self._shown):
                 self._streaming = ev.agent

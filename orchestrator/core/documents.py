@@ -3,6 +3,7 @@
 Shared by read_file and the knowledge base; neither needs the other to read a document.
 """
 from __future__ import annotations
+from orchestrator.core.extras import install_hint
 
 import io
 
@@ -19,8 +20,8 @@ def document_text(suffix: str, data: bytes) -> str:
         else:
             import docx
     except ImportError:
-        raise DocumentError(f"reading {suffix} files needs the optional dependencies: install the `docs` extra "
-                            f"(pip install 'groupchat-orchestrator[docs]')") from None
+        raise DocumentError(f"reading {suffix} files needs the `docs` extra: {install_hint('docs')}") \
+            from None
     try:
         if suffix == ".pdf":
             reader = pypdf.PdfReader(io.BytesIO(data))

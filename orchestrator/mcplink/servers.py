@@ -22,6 +22,7 @@ import trio
 from orchestrator.core.errors import InputError
 from orchestrator.core.log import logger
 from orchestrator.mcplink.config import ServerConfig, expand
+from orchestrator.core.extras import install_hint
 
 log = logger(__name__)
 
@@ -160,7 +161,7 @@ class Connection:
         if isinstance(exc, InputError):
             return str(exc).removeprefix(f"MCP server '{self.name}'").lstrip(": ")
         if isinstance(exc, ImportError) and exc.name and exc.name.split(".")[0] in ("mcp", "mcp_types"):
-            return "needs the MCP extra: pip install 'groupchat-orchestrator[mcp]'"
+            return f"needs the `mcp` extra: {install_hint('mcp')}"
         if isinstance(exc, (FileNotFoundError, PermissionError, NotADirectoryError)) and self.config.url is None:
             return f"cannot start `{self.config.argv()[0]}`: {exc.strerror or exc}"
         if attempt.garbage is not None:

@@ -14,6 +14,7 @@ from orchestrator.core import errors as E
 from orchestrator.core.errors import InputError
 from orchestrator.core.retry import RetryPolicy
 from orchestrator.providers.config import Config
+from orchestrator.core.extras import install_hint
 
 if TYPE_CHECKING:
     import httpx
@@ -50,8 +51,8 @@ def numpy() -> ModuleType:
     try:
         import numpy
     except ImportError:
-        raise InputError("vectors need numpy, which is not installed: pip install 'orchestrator[vectors]', "
-                         "or search the full text only") from None
+        raise InputError(f"vectors need numpy, the `vectors` extra: {install_hint('vectors')}; or search "
+                         "the full text only") from None
     return numpy
 
 

@@ -457,12 +457,20 @@ class Anthropic:
         return self.learned.known(self._base, model)
 
     async def validate_auth(self) -> None:
+        await self.served()
+
+    async def served(self) -> list[str] | None:
+        """The model ids the server lists (None: its answer is no listing)."""
         try:
             resp = await self._client.get(f"{self._base}/v1/models", headers=self._headers)
         except httpx.TransportError as exc:
             raise self._scrubbed(http.transport(exc, self.id, self._base)) from exc
         if not resp.is_success:
             raise self._http_error(resp)
+        try:
+            return windows.listed_ids(msgspec.json.decode(resp.content))
+        except (msgspec.DecodeError, RecursionError):
+            return None
 
     async def aclose(self) -> None:
         if self._own_client:

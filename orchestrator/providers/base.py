@@ -34,6 +34,13 @@ async def server_window(provider: Provider, model: str, *, ask: bool = True) -> 
     return await window(model, ask=ask) if window is not None else None
 
 
+async def served_models(provider: Provider) -> list[str] | None:
+    """The model ids the provider's server lists (None: it cannot tell). Optional for a provider
+    (`async def served()`), like `window`; errors are the provider's own (unreachable, auth)."""
+    served = getattr(provider, "served", None)
+    return await served() if served is not None else None
+
+
 class Response(Struct, kw_only=True):
     blocks: list[Block] = field(default_factory=list)
     stop_reason: str = "end_turn"

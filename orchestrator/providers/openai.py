@@ -509,14 +509,20 @@ class OpenAICompatible:
                 f"[models.\"{self.id}/{model}\"] in the config file, so history is compacted to fit")
 
     async def validate_auth(self) -> None:
+        await self.served()
+
+    async def served(self) -> list[str] | None:
+        """The model ids the server lists (None: its answer is no listing); the windows it states are learned."""
         try:
             resp = await self._client.get(f"{self.base_url}/models", headers=self._headers)
         except httpx.TransportError as exc:
             raise _clean(http.transport(exc, self.id, self.base_url), self._keys) from exc
         if not resp.is_success:
             raise self._http_error(resp)
-        for model, tokens in windows.from_listing(_decode(resp.content)).items():  # what `models` can show
+        payload = _decode(resp.content)
+        for model, tokens in windows.from_listing(payload).items():  # what `models` can show
             self.learned.learn(self.base_url, model, tokens)
+        return windows.listed_ids(payload)
 
     async def aclose(self) -> None:
         if self._own_client:

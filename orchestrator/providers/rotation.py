@@ -12,7 +12,7 @@ import trio
 from orchestrator.core.errors import ProviderError
 from orchestrator.core.log import logger
 from orchestrator.core.types import Request, StreamEvent, TextDelta, ThinkingDelta, ToolCallDone
-from orchestrator.providers.base import Provider, server_window
+from orchestrator.providers.base import Provider, server_window, served_models
 
 log = logger(__name__)
 
@@ -74,6 +74,11 @@ class Rotation:
         """The window as the first candidate that is not cooling down knows it (the candidates serve one model)."""
         ready = self._ready() or [0]
         return await server_window(self._candidates[ready[0]][1], model, ask=ask)
+
+    async def served(self) -> list[str] | None:
+        """The listing as the first candidate that is not cooling down gives it (the candidates serve one model)."""
+        ready = self._ready() or [0]
+        return await served_models(self._candidates[ready[0]][1])
 
     async def validate_auth(self) -> None:
         """Passes when one candidate accepts its credentials; rejected ones cool down like in a call."""

@@ -9,6 +9,7 @@ from __future__ import annotations
 import hashlib
 import re
 from collections import defaultdict, deque
+from collections.abc import Iterable
 from typing import Any, AsyncGenerator
 
 import msgspec
@@ -18,7 +19,7 @@ from msgspec import Struct, field
 from orchestrator.core.errors import ERROR_KINDS, ScriptExhausted
 from orchestrator.core.types import (
     request_text,
-    Request, StreamEnd, StreamEvent, TextBlock, TextDelta, ThinkingDelta,
+    Message, Request, StreamEnd, StreamEvent, TextBlock, TextDelta, ThinkingDelta,
     ToolCallCut, ToolCallDone, ToolResultBlock, Usage,
 )
 
@@ -72,6 +73,16 @@ class ScriptedProvider:
 
     async def validate_auth(self) -> None:
         return None
+
+    def resume(self, messages: Iterable[Message]) -> None:
+        """Go on where a stored room's script stopped: every reply it holds from a scripted agent was the next
+        of that agent's queue, so as many are used up (a resumed chat does not play its first replies again)."""
+        for m in messages:
+            if m.provider == self.id and m.kind in ("text", "tool_call"):
+                queue = queue_of(m.author)
+                if items := self._queues.get(queue):
+                    items.popleft()
+                    self._served[queue] += 1
 
     def remaining(self) -> dict[str, int]:
         return {q: len(items) for q, items in self._queues.items() if items}

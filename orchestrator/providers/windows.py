@@ -102,6 +102,14 @@ def from_listing(payload: Any) -> dict[str, int]:
     return out
 
 
+def listed_ids(payload: Any) -> list[str] | None:
+    """The model ids of an OpenAI- or Anthropic-style listing (`data[].id`); None when it is not one."""
+    data = payload.get("data") if isinstance(payload, dict) else None
+    if not isinstance(data, list):
+        return None
+    return [e["id"] for e in data if isinstance(e, dict) and isinstance(e.get("id"), str)]
+
+
 def from_props(payload: Any) -> int | None:
     """llama.cpp's /props: the window of one slot (a server with parallel slots splits its context)."""
     if not isinstance(payload, dict):

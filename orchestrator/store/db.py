@@ -32,6 +32,7 @@ __all__ = ["RoomRecord", "SqliteStore", "Store", "TaskRecord", "immediate"]
 
 T = TypeVar("T")
 BUSY_WAIT_MS = 5000
+WAL_RETRY = 0.005  # seconds between tries to switch a file that another connection holds a lock on to WAL
 WAL_PAGES = 10_000  # SQLite's own checkpoint, and the WAL's size cap (about 40 MB): store/checkpoint.py does most
 # Scheduler passes a group waits for other writes: at 200 rooms 4 gather about twice as many per transaction as 1
 # (46 against 20); on a loop with little to do a pass takes microseconds.
@@ -328,7 +329,7 @@ def _connect(name: str, readonly: bool) -> sqlite_utils.Database:
             with immediate(db):
                 # Inspected again under the lock: another process may have created or migrated it meanwhile.
                 schema.upgrade(db.conn, schema.inspect(db.conn, name))
-        db.enable_wal()
+        _enable_wal(db)
         db.execute("PRAGMA synchronous=NORMAL")  # per connection; FULL by default
         db.execute("PRAGMA busy_timeout = 0")  # the event loop's default; Store._run waits in its thread
         # SQLite checkpoints inside the commit that crosses this many WAL pages, on the event loop, and waits for
@@ -343,6 +344,23 @@ def _connect(name: str, readonly: bool) -> sqlite_utils.Database:
         db.close()
         raise
     return db
+
+
+def _enable_wal(db: sqlite_utils.Database) -> None:
+    """Switch the file to WAL, waiting for other connections as busy_timeout would. The switch opens a read
+    transaction and upgrades it to a write one, and SQLite never calls the busy handler for that upgrade (two
+    readers waiting on each other would deadlock): while another connection holds a lock on the file (one
+    opening the same new file at once), it fails at once with SQLITE_BUSY. It is tried again, reading the mode
+    each time: once another connection switched the file, there is nothing left to do."""
+    deadline = time.monotonic() + BUSY_WAIT_MS / 1000
+    while True:
+        try:
+            db.enable_wal()
+            return
+        except sqlite3.OperationalError as exc:
+            if not _busy(exc) or time.monotonic() >= deadline:
+                raise
+        time.sleep(WAL_RETRY)  # in the opening thread: the connection it opens is nobody else's yet
 
 
 def _uri(path: Path) -> str:

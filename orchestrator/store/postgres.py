@@ -21,6 +21,7 @@ from orchestrator.store import pg_schema, records
 from orchestrator.store.base import BaseStore, require_room
 from orchestrator.store.lease import Lease
 from orchestrator.store.schema import UnusableDatabase
+from orchestrator.core.extras import install_hint
 
 T = TypeVar("T")
 CHANNEL = "orchestrator_inbox"
@@ -32,8 +33,7 @@ def _psycopg():  # noqa: ANN202 (the module)
     try:
         import psycopg
     except ImportError:
-        raise InputError("a PostgreSQL --db needs the postgres extra: pip install "
-                         "'groupchat-orchestrator[postgres]'") from None
+        raise InputError(f"a PostgreSQL --db needs the `postgres` extra: {install_hint('postgres')}") from None
     return psycopg
 
 

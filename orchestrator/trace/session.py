@@ -16,12 +16,13 @@ from orchestrator.core.errors import InputError
 from orchestrator.core.log import logger
 from orchestrator.trace.jsonl import JsonlSink
 from orchestrator.trace.spans import TRACER, Sink
+from orchestrator.core.extras import install_hint
 
 log = logger(__name__)
 
 ENDPOINT_VARS = ("OTEL_EXPORTER_OTLP_TRACES_ENDPOINT", "OTEL_EXPORTER_OTLP_ENDPOINT")
 MISSING_EXTRA = ("OTEL_EXPORTER_OTLP_ENDPOINT is set but the `otel` extra is not installed, so no spans are "
-                 "sent; install it with: pip install 'groupchat-orchestrator[otel]'")
+                 f"sent; it needs the `otel` extra: {install_hint('otel')}")
 
 
 def otlp_wanted(environ: Mapping[str, str] = os.environ) -> bool:

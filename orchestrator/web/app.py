@@ -20,6 +20,13 @@ disk and not in a cookie; and the workspace is not served (only this package's s
 run without the sandbox (`sandbox: off`) is asked about first, every one. An agent
 that starts a server of its own and gets the user to open it gains a page of another origin, which the
 guard refuses in every way a browser lets it call.
+
+With --workers N a browser never notices which worker its connection landed on: what only the worker running a
+room knows (its agents' view, whether it is busy and its questions, every event of its stream: text as it
+streams, turns, tasks, tool calls) is asked of that worker over its private socket and passed back as it comes
+(web/peers.py); the room list shows each room as its worker does. Lines, stops and answers go through the
+room's inbox instead (room/leased.py): stored before they are acknowledged, whichever worker runs the room by
+then. Only when the worker running a room cannot be asked is the room read from the store.
 """
 from __future__ import annotations
 
@@ -48,10 +55,12 @@ from orchestrator.team.schema import Team
 from orchestrator.web.feed import Key, frame, parse_id
 from orchestrator.web.guard import Guard, Hosts
 from orchestrator.web.host import Elsewhere, Host
+from orchestrator.web.peers import PEER, Peers
 
 HERE = Path(__file__).parent
 PING_SECONDS = 15.0
 FOLLOW_SECONDS = 0.2  # how often a stream of a room run by another process looks for new stored messages
+OWNER_SECONDS = 1.0  # ...and whether the room changed hands (so that the page gets every event again)
 FLUSH_SECONDS = 0.1  # a subscriber gets at most ~10 writes a second: live to the eye, cheap for the room
 ANSWERS = ("once", "run", "deny")
 # Open event streams one worker process serves: a page holds one, so these are many tabs; past them a
@@ -85,8 +94,9 @@ class Reply(msgspec.Struct):
     request_id: str  # always named: an answer never lands on whichever question happens to be open
 
 
-def build_app(host: Host, token: str, hosts: Hosts, *, ping: float = PING_SECONDS,
+def build_app(host: Host, token: str, hosts: Hosts, *, peers: Peers | None = None, ping: float = PING_SECONDS,
               flush: float = FLUSH_SECONDS) -> Guard:
+    """`peers`: the other workers of this server (None: this process is the only one)."""
     templates = Jinja2Templates(directory=str(HERE / "templates"))
     streams: dict[str, int] = {}  # room -> event streams open on it in this process
 
@@ -126,8 +136,24 @@ def build_app(host: Host, token: str, hosts: Hosts, *, ping: float = PING_SECOND
 
         return endpoint
 
+    def owned(fn):
+        """A read of a room that only the worker running it can answer in full: asked of that worker when it
+        is another (inside `api`, so only a request that carries the token is ever passed on)."""
+        async def endpoint(request: Request) -> Response:
+            if peers is not None and PEER not in request.scope:
+                if (answer := await peers.forward(request, host, request.path_params["room_id"])) is not None:
+                    return answer
+            return await fn(request)
+
+        return endpoint
+
     async def rooms(request: Request) -> Response:
-        return _json(await host.rooms())
+        summaries = await host.rooms()
+        if PEER in request.scope:  # another worker asks: the rooms this one runs, as only it knows them
+            return _json([s for s in summaries if s.open])
+        if peers is not None:
+            summaries = await peers.listed(request, host, summaries)
+        return _json(summaries)
 
     async def create_room(request: Request) -> Response:
         body = msgspec.json.decode(await request.body() or b"{}", type=NewRoom)
@@ -177,27 +203,40 @@ def build_app(host: Host, token: str, hosts: Hosts, *, ping: float = PING_SECOND
                 del streams[record.id]
 
         async def stream() -> AsyncIterator[bytes]:
-            async with host.room(record.id) as hosted:
-                yield b"retry: 1000\n\n"
-                if isinstance(hosted, Elsewhere):
-                    async for data in following(record.id, after):
+            yield b"retry: 1000\n\n"
+            point = after
+            while True:
+                async with host.room(record.id) as hosted:
+                    if not isinstance(hosted, Elsewhere):
+                        async for data in feeding(hosted, point):
+                            yield data
+                        return
+                    seq = start = point[0] if point else 0
+                    async for seq, data in following(record.id, start):
                         yield data
-                else:
-                    async for data in feeding(hosted, after):
-                        yield data
+                # It changed hands. Taken here: its feed goes on in this stream, after the last event sent.
+                if await host.holder(record.id) != host.leased.host:
+                    return  # another worker runs it: the page resumes by Last-Event-ID, which reaches that one
+                point = (seq, 0) if point is None or seq > point[0] else point
 
         return _Counted(stream(), release, media_type="text/event-stream", headers={"X-Accel-Buffering": "no"})
 
-    async def following(room_id: str, after: Key | None) -> AsyncIterator[bytes]:
-        """Another process runs the room: its messages as they are stored, by seq (no deltas between them)."""
-        seq, said = (after[0] if after else 0), trio.current_time()
+    async def following(room_id: str, seq: int) -> AsyncIterator[tuple[int, bytes]]:
+        """Another process runs the room and cannot be asked: its messages after `seq` as they are stored (no
+        deltas between them), each batch with the seq it ends at, until the room changes hands."""
+        said = looked = trio.current_time()
+        holder = await host.holder(room_id)
         while True:
+            if trio.current_time() - looked >= OWNER_SECONDS:
+                looked = trio.current_time()
+                if await host.holder(room_id) != holder:
+                    return
             if batch := await host.store.read(room_id, seq):
                 seq, said = batch[-1].seq, trio.current_time()
-                yield b"".join(frame((msg.seq, 0), message_event(msg)) for msg in batch)
+                yield seq, b"".join(frame((msg.seq, 0), message_event(msg)) for msg in batch)
             elif trio.current_time() - said >= ping:
                 said = trio.current_time()
-                yield b": ping\n\n"
+                yield seq, b": ping\n\n"
             await trio.sleep(FOLLOW_SECONDS)
 
     async def feeding(hosted, after: Key | None) -> AsyncIterator[bytes]:
@@ -280,8 +319,8 @@ def build_app(host: Host, token: str, hosts: Hosts, *, ping: float = PING_SECOND
     async def agent_view(request: Request) -> Response:
         async with host.room(request.path_params["room_id"]) as hosted:
             if isinstance(hosted, Elsewhere):
-                raise Busy(f"room {hosted.id} runs in another worker process of this server now; only that one "
-                           "holds its agents' view: reload to try again")
+                raise Busy(f"room {hosted.id} runs in another worker process now, which cannot be reached; only "
+                           "that one holds its agents' view: reload to try again")
             req = await hosted.room.next_request(request.path_params["name"])
         return _json({"agent": req.agent, "model": req.model, "system": req.system,
                       "tools": [t.name for t in req.tools],
@@ -293,12 +332,12 @@ def build_app(host: Host, token: str, hosts: Hosts, *, ping: float = PING_SECOND
         Route("/rooms", api(rooms), methods=["GET"]),
         Route("/rooms", api(create_room), methods=["POST"]),
         Route("/rooms/{room_id}", page("room.html")),
-        Route("/rooms/{room_id}/state", api(state)),
-        Route("/rooms/{room_id}/events", api(events)),
+        Route("/rooms/{room_id}/state", api(owned(state))),
+        Route("/rooms/{room_id}/events", api(owned(events))),
         Route("/rooms/{room_id}/lines", api(post_line), methods=["POST"]),
         Route("/rooms/{room_id}/stop", api(stop), methods=["POST"]),
         Route("/rooms/{room_id}/answers", api(answer), methods=["POST"]),
-        Route("/rooms/{room_id}/agents/{name}", api(agent_view)),
+        Route("/rooms/{room_id}/agents/{name}", api(owned(agent_view))),
         Mount("/static", StaticFiles(directory=str(HERE / "static")), name="static"),
     ]), hosts)
 

@@ -1,6 +1,8 @@
 """What `orchestrator serve` shows of the rooms, over the leased host (room/leased.py): a room open in this
-process carries a feed that numbers its events for browsers; a room another worker process runs is read from
-the store, and its stream follows the store by seq.
+process carries a feed that numbers its events for browsers. A request for a room another worker of this
+server runs is answered by that worker (web/peers.py); only when none can be asked (it died and its lease has
+not run out, or it is a host on another machine) is the room read from the store, its stream following the
+store by seq.
 
 Opening, idle closing and leases are the RoomHost's and LeasedRooms'; this layer only adds the feeds.
 """
@@ -50,7 +52,7 @@ class RoomSummary(msgspec.Struct, kw_only=True):
     last_activity: float  # seconds since the epoch; when the room was created if it has no message yet
     running_tasks: int
     busy: bool
-    open: bool  # run by this process now
+    open: bool  # run now by this process, or by the worker of this server that this one asked (web/peers.py)
 
 
 @dataclass
@@ -115,6 +117,14 @@ class Host:
                 last_activity=r.last_ts or r.created, running_tasks=len(room.ledger.running()) if room else 0,
                 busy=room.busy if room else False, open=room is not None))
         return out
+
+    async def holder(self, room_id: str) -> str | None:
+        """Who runs the room now, as its lease says (a host's name, perhaps one that died and whose lease has not
+        run out yet); None when nobody does."""
+        for lease in await self.store.leases():
+            if lease.room == room_id:
+                return lease.host if lease.expires > 0 else None
+        return None
 
     @asynccontextmanager
     async def room(self, ref: str | None, *, name: str = "room") -> AsyncIterator[Hosted | Elsewhere]:

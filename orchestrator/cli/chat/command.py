@@ -179,6 +179,8 @@ async def load_setup(args: argparse.Namespace, store: Store, stack: AsyncExitSta
                                     record=False)
 
         scripted = replay()
+        if record is not None and record.meta.get("scripted") == str(args.scripted):  # the room this script began
+            scripted.resume(await store.load(record.id, size=record.messages))
         if workspace is None and not scn.workspace:
             tmp = stack.enter_context(tempfile.TemporaryDirectory(prefix="orchestrator-chat-"))
             workspace = prepare_workspace(scn, Path(tmp) / "workspace", tmp)

@@ -24,6 +24,8 @@ class Prompt:
         self.view, self._room, self._room_name, self._commands = view, room, room_name, commands
         self.interactive = interactive
         self._running = threading.Event()
+        self._carried = ""  # the line the next prompt starts with (it was being typed when Ctrl-C stopped agents)
+        self.typed = ""  # what the input line held when Ctrl-C ended the last prompt
         self.lines = Lines() if interactive else None
         self.session = self._session(history) if interactive else None
 
@@ -81,11 +83,28 @@ class Prompt:
         session, lines = self.session, self.lines
         assert session is not None and lines is not None  # read_line prompts only when interactive
         self._running.set()
+        default, self._carried = self._carried, ""
         try:
-            return session.prompt(pre_run=lambda: lines.started(session.app), set_exception_handler=False)
+            return session.prompt(default=default, pre_run=lambda: lines.started(session.app),
+                                  set_exception_handler=False)
+        except KeyboardInterrupt:
+            self.typed = session.default_buffer.text  # the next prompt resets the buffer, not the interrupt
+            raise
         finally:
             lines.stopped()
             self._running.clear()
+
+    def carry(self) -> None:
+        """Ctrl-C stopped the agents: the line being typed comes back at the next prompt, as it was."""
+        self._carried, self.typed = self.typed, ""
+
+    def shelve(self) -> bool:
+        """Ctrl-C at an idle prompt clears the line, which ↑ brings back; False when the line was empty."""
+        text, self.typed = self.typed, ""
+        if not text.strip() or self.session is None:
+            return False
+        self.session.history.append_string(text)
+        return True
 
     async def read_line(self) -> str:
         if not self.interactive:

@@ -10,12 +10,14 @@ import os
 import shlex
 import shutil
 import signal
+from contextlib import AsyncExitStack
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import trio
 
+from orchestrator.cli.chat.holding import holding
 from orchestrator.cli.chat.prompt import Prompt
 from orchestrator.cli.chat.view import View, short, wrap
 from orchestrator.cli.paths import default_db, private_file
@@ -77,6 +79,7 @@ class Shell:
         self._nursery: trio.Nursery | None = None
         self._leave = trio.CancelScope()
         self._failures = 0
+        self._checked = False  # the models were looked up in their servers' listings (once a session)
         self.exit_code = 0
         self._last_room: str | None = None
         self._skill: str | None = None  # invoked with /skill for the next line
@@ -97,9 +100,13 @@ class Shell:
     def on_event(self, ev: Event) -> None:
         self.view(ev)
         if isinstance(ev, ErrorEvent) and ev.error_class in FATAL_KINDS:  # every later line would fail alike
-            self.say("the shell leaves: fix the model or the address, then resume the room")
             self.exit_code = 3
-            self._leave.cancel()
+            if self.interactive:  # the room and the shell stay: /export, /rooms, /resume still work
+                self.say("every line will fail alike until the model or the address is fixed (`orchestrator "
+                         "models` checks them); then resume this room")
+            else:  # a script stops at the first such line
+                self.say("the shell leaves: fix the model or the address, then resume the room")
+                self._leave.cancel()
         scripted = self.setup.scripted
         if isinstance(ev, Done) and scripted is not None and len(scripted.failures) > self._failures:
             for f in scripted.failures[self._failures:]:
@@ -134,31 +141,47 @@ class Shell:
 
         common = dict(on_event=self.on_event, can_confirm=True, models=self.setup.models, mcp=self.setup.mcp,
                       evolve=bool(getattr(self.args, "evolve", False)), config=self.setup.config)
-        if ref is None:
-            opening = Room.create(self.store, self.setup.team, self.setup.resolve, name=self.setup.name,
-                                  workspace=self.setup.workspace, **common)
-        else:
-            record = await self.store.room(ref)
-            if record is None:
-                raise RoomNotFound(f"no room {ref!r} in {self.args.db}; /rooms lists them")
-            messages = await self.store.load(record.id)
-            self.say(f"── room {record.name} ({record.id}): {len(messages)} messages ──")
-            for m in messages:
-                self.view.message(message_event(m))
-            team = self.setup.team if (self.args.team or self.args.scripted) else None
-            opening = Room.open(self.store, record.id, self.setup.resolve, team=team, **common)
+        nursery = self._nursery
+        assert nursery is not None  # a room is only open inside run()'s nursery
+        async with AsyncExitStack() as held:
+            if ref is None:
+                opening = Room.create(self.store, self.setup.team, self.setup.resolve, name=self.setup.name,
+                                      workspace=self.setup.workspace, **common)
+            else:
+                record = await self.store.room(ref)
+                if record is None:
+                    raise RoomNotFound(f"no room {ref!r} in {self.args.db}; /rooms lists them")
+                # Held before it opens: opening heals and writes, which another open copy must not do at once.
+                await held.enter_async_context(holding(self.store, record.id, record.name, nursery))
+                opening = Room.open(self.store, record.id, self.setup.resolve, **common,
+                                    team=self.setup.team if (self.args.team or self.args.scripted) else None)
+                await self._replay(record)
+            return await self._inside(opening, ref is None, held, nursery)
+
+    async def _replay(self, record) -> None:
+        """The stored room as it was, before it opens."""
+        messages = await self.store.load(record.id)
+        self.say(f"── room {record.name} ({record.id}): {len(messages)} messages ──")
+        for m in messages:
+            self.view.message(message_event(m))
+
+    async def _inside(self, opening, new: bool, held: AsyncExitStack, nursery: trio.Nursery) -> str | None:
         self.view.streams.clear()
         self.view.partial = ()
         async with opening as room:
             self.room, self.room_name = room, room.record.name
             self._last_room = room.id
             try:
-                if ref is None:
+                if new:  # nobody knows its id before this: held from here
+                    await held.enter_async_context(holding(self.store, room.id, room.record.name, nursery))
                     await self._remember(room)
                     self.say(f"room {room.record.name} ({room.id}) · {self.args.db} · /help for commands")
                 else:
                     self.say(f"resumed room {room.record.name} ({room.id}) · floor: {room.floor}")
                 self._uncatalogued(room)
+                if not self._checked:
+                    self._checked = True
+                    nursery.start_soon(self._preflight, room)
                 return await self._converse(room)
             finally:
                 with trio.CancelScope(shield=True), trio.move_on_after(10):
@@ -176,6 +199,21 @@ class Shell:
             if info is not None and info.note == UNKNOWN.note:
                 self.say(f"{model} is not in the catalog: assuming a {info.context_window:,}-token window; "
                          f'set [models."{model}"] context_window in the config file to change it')
+
+    async def _preflight(self, room) -> None:
+        """A model its server does not list, a dead address or a refused key, said while the user types the
+        first line (the shell stays: the user may leave and start again with another --model)."""
+        from orchestrator.runtime.preflight import problems
+
+        if self.setup.models is None:  # only the script plays
+            return
+        strings = {self.args.model} if self.args.model else {m.spec.model for m in room.members.values()}
+        found = await problems(self.setup.resolve, strings)
+        for line in found:
+            self._print(self.view.red(visible(f"! {line}")))
+        if found:
+            self.say("the first line will fail: leave (Ctrl-D) and start again with --model PROVIDER/MODEL, "
+                     "or fix the config (`orchestrator models` checks it)")
 
     async def _remember(self, room) -> None:
         """What `--resume` needs to go on as this room started: its model, or the scenario it plays."""
@@ -196,7 +234,7 @@ class Shell:
             try:
                 line = await self.prompt.read_line()
             except KeyboardInterrupt:
-                self._interrupt()
+                self._interrupt(at_prompt=True)
                 continue
             except EOFError:
                 if not self.interactive:  # piped input: let the room finish, refusing what it asks
@@ -214,13 +252,19 @@ class Shell:
             if not self.interactive:  # piped lines take turns, as typed ones would after each reply
                 await room.question_or_idle()
 
-    def _interrupt(self) -> None:
+    def _interrupt(self, at_prompt: bool = False) -> None:
+        """Ctrl-C: stops the agents if any work (a line being typed stays); at an idle prompt clears the line
+        typed (↑ brings it back), or else leaves when pressed twice."""
         room = self.room
         if room is not None and (room.busy or room.asking):
             self._armed = False
+            if at_prompt:
+                self.prompt.carry()
             if not self._stopping:
                 assert self._nursery is not None  # a room is only open inside run()'s nursery
                 self._nursery.start_soon(self._stop, room)
+        elif at_prompt and self.prompt.shelve():
+            self._armed = False
         elif self._armed:
             self._leave.cancel()
         else:
