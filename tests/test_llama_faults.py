@@ -540,3 +540,36 @@ async def test_a_request_on_a_connection_the_server_closed_while_idle_goes_once_
         await provider.aclose()
         listener.close()
     assert len(connections) == 2  # the second request went on a new connection, at once
+
+
+async def test_an_auxiliary_call_is_retried_as_its_policy_says():
+    """The summary call has no turn loop around it: a server fault during it (a live llama-server dropped one)
+    waits and tries again, while a fault that no retry fixes goes up at once."""
+    from orchestrator.core.types import StreamEnd, TextDelta, Usage
+
+    class Flaky:
+        id = "flaky"
+
+        def __init__(self, faults: list[Exception]) -> None:
+            self.faults, self.calls = faults, 0
+
+        async def validate_auth(self) -> None:
+            return None
+
+        async def stream(self, request):
+            self.calls += 1
+            if self.faults:
+                raise self.faults.pop(0)
+            yield TextDelta("summary")
+            yield StreamEnd("end_turn", Usage())
+
+    request = Request(agent="a", model="m", system="", messages=[ModelMessage("user", [TextBlock("x")])])
+    flaky = Flaky([E.ServerError("boom"), E.ProviderConnectionError("dropped")])
+    response = await complete(flaky, request, RetryPolicy(base=0.01))
+    assert flaky.calls == 3 and response.blocks[0].text == "summary"
+    with pytest.raises(E.ServerError):
+        await complete(Flaky([E.ServerError("boom")]), request)  # no policy: no retry
+    refused = Flaky([E.ModelNotFoundError("no such model")])
+    with pytest.raises(E.ModelNotFoundError):
+        await complete(refused, request, RetryPolicy(base=0.01))
+    assert refused.calls == 1

@@ -87,7 +87,7 @@ async def compact(agent, partition, commit, *, window: int, fixed: int, overflow
     chat = telemetry.chat_span(agent.provider.id, span, request)
     started = time.perf_counter()
     try:
-        response = await complete(agent.provider, request)
+        response = await complete(agent.provider, request, agent.retry)
     except BaseException as exc:
         chat.end(exc)
         raise

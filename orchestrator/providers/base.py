@@ -8,12 +8,18 @@ from __future__ import annotations
 from contextlib import aclosing
 from typing import AsyncGenerator, Protocol
 
+import trio
 from msgspec import Struct, field
 
+from orchestrator.core.errors import ProviderError
+from orchestrator.core.log import logger
+from orchestrator.core.retry import RetryPolicy
 from orchestrator.core.types import (
     Block, Limit, ModelMessage, Request, StreamEnd, StreamEvent, TextBlock, TextDelta, ThinkingBlock, ThinkingDelta,
     ToolCallBlock, ToolCallCut, ToolCallDone, Usage,
 )
+
+log = logger(__name__)
 
 
 class Provider(Protocol):
@@ -106,13 +112,24 @@ class Assembler:
         self._flush_text()
 
 
-async def complete(provider: Provider, request: Request) -> Response:
-    """Non-streaming call: consumes the same stream (one implementation, E1)."""
-    asm = Assembler()
-    async with aclosing(provider.stream(request)) as stream:
-        async for ev in stream:
-            asm.feed(ev)
-    return asm.response
+async def complete(provider: Provider, request: Request, retry: RetryPolicy | None = None) -> Response:
+    """Non-streaming call: consumes the same stream (one implementation, E1). `retry`: retryable errors wait and
+    try again as that policy says (an auxiliary call has no turn whose loop would retry it)."""
+    attempt = 0
+    while True:
+        attempt += 1
+        asm = Assembler()
+        try:
+            async with aclosing(provider.stream(request)) as stream:
+                async for ev in stream:
+                    asm.feed(ev)
+            return asm.response
+        except ProviderError as exc:
+            delay = retry.delay(attempt, exc) if retry is not None else None
+            if delay is None:
+                raise
+            log.info("auxiliary call retried", agent=request.agent, reason=exc.kind, attempt=attempt, delay=delay)
+            await trio.sleep(delay)
 
 
 def thinking_for(messages: list[ModelMessage], provider: str, model: str) -> list[ModelMessage]:
