@@ -518,6 +518,17 @@ def test_at_60_columns_lines_wrap_between_words(tmp_path, term):
     assert any(re.match(r"^\s{10,}\S", row) for row in rows)  # continuation rows indented under the text
 
 
+def test_help_names_the_keys_too(tmp_path, term):
+    t = term("--scripted", "greeting")
+    t.wait(r"(?m)^you>")
+    t.line("/help")
+    t.wait(r"/exit")
+    screen = t.screen()
+    assert re.search(r"(?m)^  Tab +complete an @name or a /command$", screen), screen
+    assert re.search(r"(?m)^  ↑ / ↓ +your earlier lines \(kept between sessions\)$", screen), screen
+    assert re.search(r"(?m)^  Ctrl-D +at an empty prompt, leave$", screen), screen
+
+
 def test_an_error_at_60_columns_wraps_between_words(tmp_path, term):
     t = term(cols=60, then_stty=True)  # nothing configured: the long "what to set" message
     t.wait(r"exit=2")

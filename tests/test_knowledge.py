@@ -641,9 +641,9 @@ async def test_kb_command_add_search_list_remove(stored, tmp_path, capsys, monke
     args = cli_args("kb", "add", str(root / "docs"), str(root / "blob.txt"), "--db", db)
     assert await args.fn(args) == 1  # blob.txt was skipped
     out = capsys.readouterr().out
-    assert "added     " + str(root / "docs" / "guide.md") + " (1 chunks)" in out
+    assert "added     " + str(root / "docs" / "guide.md") + " (1 chunk)" in out
     assert "\n2 added, 1 skipped\n" in out
-    assert out.strip().endswith("not indexed: 1 files of types the knowledge base does not read in the folders "
+    assert out.strip().endswith("not indexed: 1 file of types the knowledge base does not read in the folders "
                                 "given (1 .png); name a text file itself to add it anyway")
     args = cli_args("kb", "add", str(root / "docs" / "sub"), "--db", db)
     assert await args.fn(args) == 0
@@ -684,7 +684,7 @@ def test_kb_commands_end_to_end_on_postgresql(pg_server, tmp_path):
 
     added = kb("add", str(root / "docs"))
     assert added.returncode == 0, added.stderr
-    assert added.stdout.splitlines()[-2:] == ["2 added", "not indexed: 1 files of types the knowledge base does "
+    assert added.stdout.splitlines()[-2:] == ["2 added", "not indexed: 1 file of types the knowledge base does "
                                               "not read in the folders given (1 .png); name a text file itself to "
                                               "add it anyway"]
     found = kb("search", "crack_walnut")

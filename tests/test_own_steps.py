@@ -162,7 +162,7 @@ async def test_kb_add_never_follows_a_link_and_never_reads_credentials(tmp_path,
         f"SKIPPED   {ws / 'linked'}: refused: {ws / 'linked'} is a symbolic link (to {docs}); name the real path",
         f"SKIPPED   {docs / 'creds.md'}: refused: {docs / 'creds.md'} is a symbolic link (to "
         f"{home / '.aws/credentials'}); name the real path",
-        f"added     {docs / 'guide.md'} (1 chunks)",
+        f"added     {docs / 'guide.md'} (1 chunk)",
         f"SKIPPED   {home / '.aws/credentials'}: refused: {home / '.aws'} holds credentials; tools can never open "
         "it, even when granted",
         "3 skipped, 1 added; 3 links skipped (symbolic and hard links in the folders given are not followed)"]

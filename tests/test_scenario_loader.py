@@ -289,6 +289,51 @@ BAD = [
         - name: x
         """, 1, "", "expected a mapping, got a list"),
     ("empty file", "", 1, "", "the file is empty"),
+    # a scripted assignment to a member the team does not have fails here, not in the run
+    ("handoff to a misspelled member", """\
+        name: x
+        team:
+          agents:
+            - {name: tutor, interactive: true}
+        models:
+          commander:
+            - call: {hand_off_to: {agent: tutr, note: wants help}}
+        """, 7, "models.commander[0].call.hand_off_to.agent",
+     "hand_off_to names no member `tutr`; the interactive members: tutor; did you mean `tutor`?"),
+    ("handoff to a member that cannot hold the floor", """\
+        name: x
+        team:
+          agents:
+            - {name: coder}
+        models:
+          commander:
+            - call: {hand_off_to: {agent: coder}}
+        """, 7, "models.commander[0].call.hand_off_to.agent", "`coder` is not interactive, so it cannot hold the floor"),
+    ("dispatch to a misspelled member", """\
+        name: x
+        team:
+          agents:
+            - {name: researcher}
+            - {name: reviewer}
+        models:
+          commander:
+            - say: Asking both.
+              calls:
+                - dispatch_to: {agent: researcher, task: read}
+                - dispatch_to:
+                    agent: reveiwer
+                    task: review
+        """, 12, "models.commander[0].calls[1].dispatch_to.agent",
+     "dispatch_to names no member `reveiwer`; the members: researcher, reviewer; did you mean `reviewer`?"),
+    ("run_worker on a misspelled member", """\
+        name: x
+        team:
+          agents:
+            - {name: coder}
+        models:
+          commander:
+            - call: {run_worker: {task: count, agent: commander}}
+        """, 7, "models.commander[0].call.run_worker.agent", "run_worker names no member `commander`; the members: coder"),
     ("comments only", "# nothing here\n", 1, "", "the file is empty"),
 ]
 

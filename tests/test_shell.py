@@ -340,6 +340,22 @@ async def test_job_output_tail(tmp_path):
         assert text.endswith("\n498\n499\n500\n") and "last 3 lines" in text
 
 
+async def test_job_output_waits_for_a_text_more_output_or_the_end(tmp_path):
+    """An agent waiting for a server to come up asks once, not in a loop of model calls."""
+    async with fake_room(tmp_path) as (session, _):
+        await call(BASH, session, command="sleep 0.3; echo ready; sleep 0.3; echo more; sleep 30", background=True)
+        start = trio.current_time()
+        text = (await call(JOB_OUTPUT, session, job="job1", wait=20, until="ready")).text
+        assert text.endswith("ready\n") and trio.current_time() - start < 15
+        text = (await call(JOB_OUTPUT, session, job="job1", wait=20)).text  # anything more
+        assert text.endswith("ready\nmore\n") and trio.current_time() - start < 15
+        text = (await call(JOB_OUTPUT, session, job="job1", wait=0.3, until="never")).text  # gives up in time
+        assert "running for" in text and text.endswith("more\n")
+        await call(BASH, session, command="echo done", background=True)
+        text = (await call(JOB_OUTPUT, session, job="job2", wait=20, until="never")).text  # or the job ended
+        assert "exited with code 0" in text and trio.current_time() - start < 15
+
+
 async def test_job_kill_kills_the_whole_group(tmp_path):
     async with fake_room(tmp_path) as (session, _):
         await call(BASH, session, command="sh -c 'sleep 1000 & sleep 1000'", background=True)

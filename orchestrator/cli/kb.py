@@ -16,7 +16,8 @@ from pathlib import Path
 import msgspec
 import trio
 
-from orchestrator.cli.paths import database, default_db, open_db
+from orchestrator.cli.paths import add_actions, database, default_db, open_db
+from orchestrator.cli.words import count
 from orchestrator.core.errors import InputError, ProviderError
 from orchestrator.memory.embeddings import ENV_MODEL, HttpEmbedder, embedder_from_config
 from orchestrator.memory.fulltext import fts_query
@@ -32,7 +33,7 @@ _WORD = re.compile(r"[^\W_]+")
 def add_parser(subparsers: argparse._SubParsersAction) -> None:
 
     kb = subparsers.add_parser("kb", help="the knowledge base: add, search, list and remove documents")
-    sub = kb.add_subparsers(dest="kb_command", required=True)
+    sub = add_actions(kb, "kb_command")
     db = argparse.ArgumentParser(add_help=False)
     db.add_argument("--db", type=database, default=default_db(),
                     help="the SQLite file or a postgresql:// URL (default: %(default)s)")
@@ -93,7 +94,7 @@ _VERB = {"added": "added    ", "replaced": "replaced ", "embedded": "embedded ",
 
 
 def _report(r: AddResult) -> None:
-    detail = f" ({r.chunks} chunks)" if r.status != "skipped" else ""
+    detail = f" ({count(r.chunks, 'chunk')})" if r.status != "skipped" else ""
     print(f"{_VERB[r.status]} {r.path}{detail}{': ' + r.message if r.message else ''}")
 
 
@@ -123,11 +124,12 @@ async def cmd_add(args: argparse.Namespace) -> int:
             return 3
     summary = ", ".join(f"{n} {status}" for status, n in counts.items()) or "nothing to add"
     if links:  # a link could lead anywhere, credentials included: never followed, only counted
-        summary += f"; {len(links)} links skipped (symbolic and hard links in the folders given are not followed)"
+        summary += (f"; {count(len(links), 'link')} skipped (symbolic and hard links in the folders given are "
+                    "not followed)")
     print(summary)
     if passed:
         kinds = ", ".join(f"{n} {suffix}" for suffix, n in passed.most_common())
-        print(f"not indexed: {sum(passed.values())} files of types the knowledge base does not read in the "
+        print(f"not indexed: {count(sum(passed.values()), 'file')} of types the knowledge base does not read in the "
               f"folders given ({kinds}); name a text file itself to add it anyway")
     return 1 if counts["skipped"] else 0
 
@@ -178,10 +180,10 @@ async def cmd_list(args: argparse.Namespace) -> int:
         if args.json:
             print(msgspec.json.encode(d).decode())
         else:
-            vectors = f"{d.vectors} vectors ({d.model})" if d.model else "no vectors"
-            print(f"{d.path}  {d.chunks} chunks, {vectors}, {d.bytes:,} bytes")
+            vectors = f"{count(d.vectors, 'vector')} ({d.model})" if d.model else "no vectors"
+            print(f"{d.path}  {count(d.chunks, 'chunk')}, {vectors}, {count(d.bytes, 'byte')}")
     if not args.json:
-        print(f"{len(docs)} documents")
+        print(count(len(docs), "document"))
     return 0
 
 

@@ -10,7 +10,7 @@ from typing import Any
 import msgspec
 import trio
 
-from orchestrator.cli.paths import add_trust_flag, database, mcp_serve_db
+from orchestrator.cli.paths import add_actions, add_trust_flag, database, mcp_serve_db
 from orchestrator.core.errors import InputError
 from orchestrator.mcplink.config import ServerConfig, configured
 from orchestrator.core.extras import install_hint
@@ -69,7 +69,7 @@ async def cmd_list(args: argparse.Namespace) -> int:
             print(f"  mcp__{name}__{t['name']}  approval={t['approval']}" + (f"  [{notes}]" if notes else ""))
             if t["description"]:
                 print(f"      {t['description'].strip().splitlines()[0][:100]}")
-    return 0
+    return 1 if any(not entry["starts"] for entry in found.values()) else 0  # as `models` when a key fails
 
 
 async def cmd_serve(args: argparse.Namespace) -> int:
@@ -83,8 +83,11 @@ async def cmd_serve(args: argparse.Namespace) -> int:
 
 def add_parser(sub: Any) -> None:
     m = sub.add_parser("mcp", help="MCP: list the configured servers, or serve the team as an MCP server")
-    verbs = m.add_subparsers(dest="mcp_command", required=True)
-    ls = verbs.add_parser("list", help="each configured MCP server: whether it starts, its tools, their annotations")
+    verbs = add_actions(m, "mcp_command")
+    ls = verbs.add_parser("list", help="each configured MCP server: whether it starts, its tools, their annotations",
+                          description="Start each configured MCP server (config.toml's and the team's) and print "
+                                      "whether it starts (or why not), its tools, their annotations and approval. "
+                                      "Exit code 1 when a server does not start.")
     ls.add_argument("--team", type=Path, help="a team file whose mcp_servers to list (besides config.toml's)")
     ls.add_argument("--json", action="store_true", help="one JSON object per server")
     ls.set_defaults(fn=cmd_list)

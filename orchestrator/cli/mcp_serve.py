@@ -17,6 +17,7 @@ from orchestrator.core.types import Message
 from orchestrator.room.host import RoomHost
 from orchestrator.room.room import MAX_LINE, USER, Room, checked_line
 from orchestrator.cli.paths import open_db
+from orchestrator.cli.words import count
 from orchestrator.store.contract import Store
 
 INSTRUCTIONS = ("A team of AI agents under a commander. Give `ask_team` a line as you would type it in a group "
@@ -132,10 +133,11 @@ def build(rooms: Rooms) -> MCPServer:
     @server.tool(description="The rooms in this server's database, newest last.",
                  annotations=ToolAnnotations(read_only_hint=True), structured_output=False)
     async def list_rooms() -> CallToolResult:
+        records = await rooms.store.rooms()
         listed = [{"id": r.id, "name": r.name, "floor": r.floor, "messages": r.messages,
-                   "busy": rooms.busy(r.id)} for r in await rooms.store.rooms()]
-        lines = [f"{r['id']}  {r['name']}  floor={r['floor']}  {r['messages']} messages"
-                 + ("  (working)" if r["busy"] else "") for r in listed]
+                   "busy": rooms.busy(r.id)} for r in records]
+        lines = [f"{r.id}  {r.name}  floor={r.floor}  {count(r.messages, 'message')}"
+                 + ("  (working)" if entry["busy"] else "") for r, entry in zip(records, listed)]
         return _result({"rooms": listed}, "\n".join(lines) or "(no rooms yet)")
 
     @server.tool(description="What the user sees of a room after `since_seq`: the user's lines, the agents' "

@@ -17,7 +17,7 @@ from pathlib import Path
 import msgspec
 import trio
 
-from orchestrator.cli.paths import database, default_db, open_db
+from orchestrator.cli.paths import add_actions, database, default_db, open_db
 from orchestrator.core.errors import InputError
 from orchestrator.memory import scan
 from orchestrator.memory.notes import TARGETS, Conflict, Memory, NoteError, Target
@@ -37,7 +37,7 @@ def add_parser(subparsers) -> None:
     """Register `memory` and its three actions on the `orchestrator` command's subparsers."""
 
     memory = subparsers.add_parser("memory", help="see and change the saved profile and notes")
-    actions = memory.add_subparsers(dest="memory_command", required=True)
+    actions = add_actions(memory, "memory_command")
     for name, fn, help_ in (("show", cmd_show, "print the profile and the notes, entries numbered"),
                             ("edit", cmd_edit, "change the profile and the notes in $EDITOR"),
                             ("export", cmd_export, "print the profile and the notes as JSON")):
@@ -139,8 +139,18 @@ def _with_problem(text: str, problem: str) -> str:
                       *head, *lines[first:]]) + "\n"
 
 
+def _editor() -> list[str]:
+    """$EDITOR, else vi; vi draws on a terminal, so without one (piped, run by a script) it is bad input."""
+    if chosen := os.environ.get("EDITOR"):
+        return shlex.split(chosen)
+    if not (os.isatty(0) and os.isatty(1)):
+        raise InputError("`memory edit` opens vi in a terminal and this is none: run it in one, or set EDITOR to "
+                         "an editor that needs none")
+    return ["vi"]
+
+
 async def _run_editor(path: Path) -> None:
-    command = shlex.split(os.environ.get("EDITOR") or "vi")
+    command = _editor()
     try:
         done = await trio.run_process([*command, str(path)], check=False, stdin=None)
     except FileNotFoundError:
@@ -172,6 +182,7 @@ async def _edit(memory: Memory, before: dict[Target, list[str]], path: Path) -> 
 
 
 async def cmd_edit(args) -> int:
+    _editor()  # no editor to run: said before anything is opened
     async with _memory(args.db, create=True) as memory:
         before = {target: await memory.entries(target) for target in TARGETS}
         folder = Path(tempfile.mkdtemp(prefix="orchestrator-memory-"))  # 0700: the text stays private

@@ -3,6 +3,7 @@ ORCHESTRATOR_DB), the scenario runs beside it and the servers' own workspaces. E
 its defaults here; nothing here imports them back. What is created here is readable by its owner only."""
 from __future__ import annotations
 
+import argparse
 import os
 import time
 from pathlib import Path
@@ -126,3 +127,23 @@ def add_trust_flag(parser, *, asks: bool = False) -> None:
                              + ("without it chat asks in a terminal, and " if asks else "")
                              + "an untrusted folder's files are ignored (one line says so)")
 
+
+def add_all_flag(parser) -> None:
+    """`--all` of the commands that print a transcript (`run`, `show`)."""
+    parser.add_argument("--all", action="store_true",
+                        help="also print what the user does not see, dim: anonymous workers, the note a handoff "
+                             "gives its agent, tool results the transcript leaves out")
+
+
+def add_actions(group: argparse.ArgumentParser, dest: str) -> argparse._SubParsersAction:
+    """The actions of a command group (`memory show|edit|export`). The group alone (`orchestrator memory`)
+    is bad input naming the actions there are, where argparse would name `dest`, which is ours."""
+    actions = group.add_subparsers(dest=dest)
+
+    async def missing(args: argparse.Namespace) -> int:
+        *rest, last = actions.choices
+        raise InputError(f"`{group.prog}` needs an action: {', '.join(rest)} or {last} "
+                         f"(`{group.prog} --help` says what each does)")
+
+    group.set_defaults(fn=missing)
+    return actions

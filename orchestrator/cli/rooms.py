@@ -13,8 +13,9 @@ from typing import Any
 
 import msgspec
 
-from orchestrator.cli.paths import database, default_db, open_db, run_dbs, runs_dir
+from orchestrator.cli.paths import add_all_flag, database, default_db, open_db, run_dbs, runs_dir
 from orchestrator.cli.transcript import Printer, json_out, reader_may_leave
+from orchestrator.cli.words import count
 from orchestrator.core.errors import AmbiguousRoom, InputError, RoomNotFound
 from orchestrator.core.events import message_event
 from orchestrator.store.backends import is_url
@@ -65,7 +66,7 @@ async def cmd_rooms(args) -> int:
         if group != heading and (args.db is None):
             print(f"{group}:" if group == "scenario runs" else f"chat rooms ({db}):")
             heading = group
-        print(f"{r.id}  {r.name:<24} {when(r.created)}  floor={r.floor:<12} {r.messages} messages")
+        print(f"{r.id}  {r.name:<24} {when(r.created)}  floor={r.floor:<12} {count(r.messages, 'message')}")
     return 0
 
 
@@ -107,7 +108,7 @@ async def cmd_show(args) -> int:
     if args.usage:
         return await _usage(args)
     record, messages = await _load(args)
-    sink = reader_may_leave(json_out if args.json else Printer())
+    sink = reader_may_leave(json_out if args.json else Printer(everything=args.all))
     for m in messages:
         sink(message_event(m))
     if not args.json:
@@ -157,4 +158,5 @@ def add_parsers(sub: Any) -> None:
         if name == "show":
             s.add_argument("--usage", action="store_true",
                            help="what the room spent per agent and model: calls, tokens, time, cost")
+            add_all_flag(s)
         s.set_defaults(fn=fn, paints=name == "show")

@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING, Any
 
 import msgspec
 
-from orchestrator.cli.paths import database, new_run_db, user_file
+from orchestrator.cli.paths import add_all_flag, database, new_run_db, user_file
 from orchestrator.core.errors import InputError
 from orchestrator.scenario.shipped import describe, find_scenario, shipped
 
@@ -39,7 +39,7 @@ async def cmd_run(args) -> int:
     if args.evolve:
         scn = msgspec.structs.replace(scn, team=msgspec.structs.replace(scn.team, evolve=True))
     _warn(args, path, scn)
-    printer = None if args.json else Printer()
+    printer = None if args.json else Printer(everything=args.all)
     if printer is not None:
         args.interrupted = lambda: printer.interrupted(args.db)
     sink = reader_may_leave(printer or json_out)
@@ -180,6 +180,7 @@ def add_parsers(sub: Any) -> None:
                                    "0 held, 1 an expectation failed, 2 bad input, 3 the run failed.")
     r.add_argument("file", metavar="SCENARIO", help="a scenario file, or a shipped scenario's name")
     r.add_argument("--json", action="store_true", help="print the event stream as JSON lines")
+    add_all_flag(r)
     r.add_argument("--model", help="run every agent on this real model (provider/model)")
     r.add_argument("--db", type=database, help="keep the room in this SQLite file or postgresql:// database "
                    "(default: a new file among the kept runs, which `orchestrator rooms` lists)")

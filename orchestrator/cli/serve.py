@@ -8,7 +8,8 @@ the one every worker serves. This process only supervises: it replaces a worker 
 move to the others once their leases run out) and stops them all on Ctrl-C or SIGTERM.
 
 Each worker learns the token through a pipe it inherits (--token-fd), read once at its start and closed: never
-through its environment or command line, which its children and `ps` could see.
+through its environment or command line, which its children and `ps` could see. The token is new each start
+unless `[serve] token_file` in the config file names a file of the user's alone that keeps it.
 
 Each worker also listens on a Unix socket of its own in a folder this process makes for them (--peers, mode
 0700, removed at the end), so that a request for a room another worker runs is answered by that worker
@@ -22,16 +23,18 @@ from __future__ import annotations
 import argparse
 import ipaddress
 import os
+import re
 import secrets
 import shutil
 import signal
 import socket
+import stat
 import subprocess
 import sys
 import tempfile
 from contextlib import AsyncExitStack
 from pathlib import Path
-from typing import Any
+from typing import Any, Mapping
 
 import msgspec
 import trio
@@ -97,17 +100,17 @@ async def cmd_serve(args: argparse.Namespace) -> int:
         raise InputError(f"--workers {args.workers}: give 1 or more")
     if args.lease <= 0:
         raise InputError(f"--lease {args.lease}: give a number of seconds above 0")
+    token, kept = server_token(os.environ)
     sock = listen(args.host, args.port)
-    token = secrets.token_urlsafe(24)
     port = sock.getsockname()[1]
     shown = f"[{args.host}]" if ":" in args.host else args.host
     # In the fragment: a browser never sends it to a server (this one or another) nor puts it in a Referer.
     url = f"http://{shown}:{port}/#token={token}"
     if args.workers == 1:
-        return await _work(args, sock, token, announce=lambda workspace: _announce(args, url, token, workspace))
+        return await _work(args, sock, token, announce=lambda workspace: _announce(args, url, token, workspace, kept))
     try:
         await (await open_db(args.db)).close()  # created or migrated once, and a bad --db said in one line, here
-        _announce(args, url, token, await _check_start(args))
+        _announce(args, url, token, await _check_start(args), kept)
         return await _supervise(args, sock, token)
     finally:
         sock.close()
@@ -277,6 +280,61 @@ def _peer_folder() -> Path | None:
     return None
 
 
+_TOKEN = re.compile(r"[A-Za-z0-9._~-]{16,512}")  # what can stand in a URL's fragment as it is
+
+
+def server_token(env: Mapping[str, str]) -> tuple[str, Path | None]:
+    """A new token for this start, or the one kept in the file `[serve] token_file` of the config file names
+    (made there on first use), so that a bookmarked address keeps working across restarts; and that file. The
+    file is the user's alone: one that others may read or write, or that another user owns, is refused."""
+    from orchestrator.providers.config import config_file
+
+    config, raw = config_file(env)
+    table = raw.get("serve", {})
+    if not isinstance(table, dict) or set(table) - {"token_file"}:
+        raise InputError(f"{config}: [serve] takes token_file = \"PATH\" only (a file that keeps the server's "
+                         "token across restarts)")
+    named = table.get("token_file")
+    if named is None:
+        return secrets.token_urlsafe(24), None
+    if not isinstance(named, str) or not named.strip():
+        raise InputError(f"{config}: [serve] token_file must be a path")
+    path = Path(named).expanduser()
+    path = path if path.is_absolute() else config.parent / path
+    where = f"(named by [serve] token_file in {config})"
+    try:
+        fd = os.open(path, os.O_RDONLY)
+    except FileNotFoundError:
+        return _new_token_file(path, where), path
+    except OSError as exc:
+        raise InputError(f"{path}: cannot read the token file: {exc.strerror} {where}") from None
+    with os.fdopen(fd, encoding="utf-8", errors="replace") as file:
+        st = os.fstat(file.fileno())
+        if not stat.S_ISREG(st.st_mode) or st.st_uid != os.getuid():
+            raise InputError(f"{path}: the token file must be a file of your own {where}")
+        if st.st_mode & 0o077:
+            raise InputError(f"{path}: others may read the token file (mode {stat.S_IMODE(st.st_mode):o}): "
+                             f"`chmod 600 {path}`, or delete it and a new token is made {where}")
+        token = file.read(1024).strip()
+    if not _TOKEN.fullmatch(token):
+        raise InputError(f"{path}: the token file holds no usable token (16 or more letters, digits or -._~): "
+                         f"delete it and a new one is made {where}")
+    return token, path
+
+
+def _new_token_file(path: Path, where: str) -> str:
+    """A new token, written to a new file only this user may read (never over one that appeared meanwhile)."""
+    token = secrets.token_urlsafe(24)
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
+        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+    except OSError as exc:
+        raise InputError(f"{path}: cannot make the token file: {exc.strerror} {where}") from None
+    with os.fdopen(fd, "w", encoding="utf-8") as file:
+        file.write(token + "\n")
+    return token
+
+
 def _token_pipe(token: str) -> int:
     """A pipe holding the token and then its end: the read end, for one worker to inherit. The token is far
     smaller than a pipe's buffer, so the write never waits for the reader."""
@@ -363,10 +421,13 @@ def _loopback(host: str) -> bool:
         return False
 
 
-def _announce(args: argparse.Namespace, url: str, token: str, workspace: Path | None = None) -> None:
-    """The address and token; and the workspace of new rooms when there is one (not a temporary one each)."""
+def _announce(args: argparse.Namespace, url: str, token: str, workspace: Path | None = None,
+              kept: Path | None = None) -> None:
+    """The address and token, and where the token is kept when it is; and the workspace of new rooms when there
+    is one (not a temporary one each)."""
     if args.json:
-        said = {"url": url, "token": token} | ({"workspace": str(workspace)} if workspace else {})
+        said = {"url": url, "token": token} | ({"workspace": str(workspace)} if workspace else {}) | \
+            ({"token_file": str(kept)} if kept else {})
         print(msgspec.json.encode(said).decode(), flush=True)
     else:
         db = shown(str(args.db)) if is_url(str(args.db)) else args.db
@@ -374,6 +435,12 @@ def _announce(args: argparse.Namespace, url: str, token: str, workspace: Path | 
         if workspace:
             print(f"New rooms work in {workspace}", flush=True)
         print(f"Token: {token}", flush=True)
+        if kept:
+            print(f"The token is kept in {kept}, so the address stays the same across restarts (a bookmark "
+                  "keeps working); delete the file for a new one.", flush=True)
+        else:
+            print("A new token each start: `token_file = \"serve-token\"` under [serve] in the config file keeps "
+                  "one, for bookmarks.", flush=True)
         print("The address carries the token after its #, which the browser never sends to any server: open it "
               "as it is. Scripts send `Authorization: Bearer TOKEN`. Ctrl-C stops the server.", flush=True)
     if not _loopback(args.host):

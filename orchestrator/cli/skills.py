@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING
 import msgspec
 import trio
 
-from orchestrator.cli.paths import default_db
+from orchestrator.cli.paths import add_actions, default_db
 from orchestrator.core.errors import InputError
 
 if TYPE_CHECKING:
@@ -189,7 +189,7 @@ async def cmd_review(args) -> int:
 
 def add_parser(sub: Any) -> None:
     skills = sub.add_parser("skills", help="list, show and check skills; review proposed changes")
-    actions = skills.add_subparsers(dest="skills_command", required=True)
+    actions = add_actions(skills, "skills_command")
 
     def workspace(p) -> None:
         p.add_argument("--workspace", type=Path, default=None,

@@ -3,6 +3,7 @@ It turns both into one list of rotation candidates per provider, and masks keys 
 """
 from __future__ import annotations
 
+import hashlib
 import os
 import re
 import tomllib
@@ -29,11 +30,13 @@ _S = TypeVar("_S", bound=Struct)
 
 
 def mask(key: str | None) -> str:
-    """A key as people may see it: enough to tell two apart, never enough to use one."""
+    """A key as people may see it: enough to tell two apart, never enough to use one. A long key shows its
+    first 3 and last 4 characters, as the vendors' own consoles do; a short one (a local server's password)
+    would be given away by that, so it shows none of its characters, only a fingerprint."""
     if not key:
         return "(no key)"
-    if len(key) < 16:  # a short key would be half revealed by the long form
-        return "…" + key[-2:] if len(key) >= 8 else "…"
+    if len(key) < 20:
+        return f"key#{hashlib.sha256(key.encode()).hexdigest()[:4]}"
     return f"{key[:3]}…{key[-4:]}"
 
 
@@ -137,11 +140,11 @@ def load_config(env: Mapping[str, str] | None = None) -> Config:
     env = os.environ if env is None else env
     path, raw = config_file(env)
     where = str(path)
-    unknown = set(raw) - {"providers", "endpoints", "models", "mcp_servers", "sandbox", "skills"}
+    unknown = set(raw) - {"providers", "endpoints", "models", "mcp_servers", "sandbox", "skills", "serve"}
     if unknown:
         raise InputError(f"{where}: unknown table [{sorted(unknown)[0]}]; the file has [providers.NAME], "
-                         "[endpoints.NAME], [models.\"PROVIDER/MODEL\"], [mcp_servers.NAME], [sandbox] "
-                         "and [skills]")
+                         "[endpoints.NAME], [models.\"PROVIDER/MODEL\"], [mcp_servers.NAME], [sandbox], "
+                         "[skills] and [serve]")
     providers = _table(raw, "providers", where)
     endpoints = _table(raw, "endpoints", where)
     models = _table(raw, "models", where)
@@ -254,7 +257,8 @@ def _candidates(table: _Provider, base: str, extra_keys: list[str], *, needs_key
         keys += extra
         if keys:
             out += [Candidate(url, k) for k in keys]
-        elif not unset and url.rstrip("/") != (needs_key or "").rstrip("/"):
-            # No key was asked for: a local server. (An unset variable means one was: no keyless fallback.)
+        elif needs_key is None or (not unset and url.rstrip("/") != needs_key.rstrip("/")):
+            # A local server: an endpoint's or Ollama's key is optional, so an unset variable leaves the address
+            # without a key (`missing` still names it). A vendor's key variable, once named, is required.
             out.append(Candidate(url))
     return list(dict.fromkeys(out)), missing

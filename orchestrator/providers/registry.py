@@ -17,7 +17,7 @@ from orchestrator.providers import http
 from orchestrator.providers.anthropic import Anthropic
 from orchestrator.providers.base import Provider
 from orchestrator.providers.catalog import BUILTIN, Catalog, ModelInfo
-from orchestrator.providers.config import Candidate, Config, load_config, mask
+from orchestrator.providers.config import VENDORS, Candidate, Config, load_config, mask
 from orchestrator.providers.openai import OpenAICompatible
 from orchestrator.providers.rotation import Rotation
 from orchestrator.providers.windows import Windows
@@ -46,6 +46,7 @@ class SourceCheck(Struct, kw_only=True):
     explicit: bool  # the user set it up (Ollama's built-in default is not)
     candidates: list[CandidateCheck]
     hint: str = ""  # what to do, when it cannot be used as it is
+    missing: list[str] = []  # key variables the config file names that are unset (an endpoint then goes without)
 
 
 def _squeezed(name: str) -> str:
@@ -249,7 +250,13 @@ class Registry:
         if not checks:
             hint = self.config.hint(name)
         elif name == "ollama" and not any(c.ok for c in checks) and \
-                all(c.error_class in ("connection", "unreachable", "timeout") for c in checks):
+                all(c.error_class in ("connection", "unreachable", "timeout") for c in checks) and \
+                not all(c.error_class == "unreachable" for c in checks):  # that error says what to do already
             hint = f"ollama: not reachable at {checks[0].base_url} — start `ollama serve` or set OLLAMA_HOST"
+        elif any(c.error_class == "auth" and c.key == mask(None) for c in checks):  # it was called without one
+            table = f"[providers.{name}]" if name in VENDORS else f"[endpoints.{name}]"
+            hint = f"{name}: the server wants a key — " + (f"set {' or '.join(src.missing)}" if src.missing else
+                                                           f"add api_key_env or keys to {table} in "
+                                                           f"{self.config.shown_path}")
         return SourceCheck(name=name, kind=src.kind, configured=bool(checks), explicit=src.explicit,
-                           candidates=checks, hint=hint)
+                           candidates=checks, hint=hint, missing=src.missing)

@@ -75,6 +75,8 @@ def _check_models(doc: Document, models: dict[str, list[ScriptItem]], team: Team
         for j, item in enumerate(items):
             _check_item(doc, ("models", name, j), item)
             _check_calls(doc, ("models", name, j), item, name, tools[name])
+            if name == "commander":
+                _check_targets(doc, ("models", name, j), item, team)
 
 
 def _check_calls(doc: Document, at: Parts, item: ScriptItem, queue: str, tools: list[str]) -> None:
@@ -105,6 +107,30 @@ def _check_calls(doc: Document, at: Parts, item: ScriptItem, queue: str, tools: 
             python.get(tool) or tool_args(tool)
         if isinstance(args, type):  # a Struct; a JSON schema (dict) is the tool's own to check
             doc.decode(args, where + (tool,))
+
+
+def _check_targets(doc: Document, at: Parts, item: ScriptItem, team: Team) -> None:
+    """The member each scripted dispatch_to, run_worker and hand_off_to names exists (and, for a handoff, is
+    interactive), as the room will require when it runs them."""
+    members = [a.name for a in team.agents]
+    interactive = [a.name for a in team.agents if a.interactive]
+    wheres = [at + ("call",)] if item.call is not None else [at + ("calls", k) for k in range(len(item.calls or []))]
+    for where, (tool, args) in zip(wheres, item.tool_calls()):
+        name = args.get("agent") if isinstance(args, dict) and tool in ("dispatch_to", "run_worker", "hand_off_to") \
+            else None
+        if not isinstance(name, str):
+            continue  # none given (run_worker's anonymous helper), or not a string: decoding said so already
+        allowed = interactive if tool == "hand_off_to" else members
+        if name in allowed:
+            continue
+        if tool == "hand_off_to" and name in members:
+            raise doc.error(where + (tool, "agent"), f"`{name}` is not interactive, so it cannot hold the floor "
+                                                     f"(give it `interactive: true`, or dispatch_to it)")
+        close = difflib.get_close_matches(name, allowed, n=1)
+        hint = f"; did you mean `{close[0]}`?" if close else ""
+        which = "interactive members" if tool == "hand_off_to" else "members"
+        listed = f"the {which}: {', '.join(allowed)}" if allowed else f"the team has no {which}"
+        raise doc.error(where + (tool, "agent"), f"{tool} names no member `{name}`; {listed}{hint}")
 
 
 def _check_turns(doc: Document, turns: list[Turn]) -> None:

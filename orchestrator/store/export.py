@@ -1,7 +1,8 @@
 """Readable exports of a stored room: Markdown here; JSON lines are the `message` events themselves.
 
 Hidden messages (the user could not see them) are marked, so an export is an honest record. Text that
-Markdown would read as HTML (`<handback />`) is escaped outside code, so it shows as written.
+Markdown would read as HTML (`<handback />`) gets Markdown's own escape outside code, a backslash before
+the `<`, so the file reads as written and a renderer shows it as written too.
 """
 from __future__ import annotations
 
@@ -38,13 +39,13 @@ def to_markdown(record: RoomRecord, messages: list[Message]) -> str:
 
 
 def escape(text: str) -> str:
-    """`<` that would open an HTML tag, escaped, except inside fenced blocks and `code spans`."""
+    """`<` that would open an HTML tag, backslash-escaped, except inside fenced blocks and `code spans`."""
     out, fenced = [], False
     for line in text.split("\n"):
         if _FENCE.match(line):
             fenced = not fenced
         elif not fenced:
             parts = line.split("`")
-            line = "`".join(_TAG.sub("&lt;", p) if i % 2 == 0 else p for i, p in enumerate(parts))
+            line = "`".join(_TAG.sub(r"\\<", p) if i % 2 == 0 else p for i, p in enumerate(parts))
         out.append(line)
     return "\n".join(out)

@@ -30,6 +30,7 @@ class JobLog:
         self._keep = keep
         self._recent = bytearray()
         self.total = 0
+        self._changed = trio.Event()  # set (and replaced) at each write and at the close
 
     @classmethod
     async def create(cls, path: Path) -> JobLog:
@@ -40,11 +41,23 @@ class JobLog:
         self.total += len(chunk)
         self._recent += chunk
         del self._recent[:max(0, len(self._recent) - self._keep)]
+        self._changed.set()
+        self._changed = trio.Event()
         if room > 0:
             await trio.to_thread.run_sync(self._file.write, chunk[:room], limiter=_FILE_IO)
 
     def recent(self) -> bytes:
         return bytes(self._recent)
+
+    async def wait(self, seconds: float, until: bytes | None, done: trio.Event) -> None:
+        """Up to `seconds`: until the latest output holds `until` (None: until anything more is printed), or the
+        job ended. An agent that polls a job otherwise spends a model call on each look."""
+        start = self.total
+        with trio.move_on_after(seconds):
+            while not done.is_set():
+                if (until in self._recent) if until is not None else self.total > start:
+                    return
+                await self._changed.wait()
 
     async def close(self) -> None:
         beyond = self.total - self._cap
@@ -54,6 +67,7 @@ class JobLog:
             note = f"\n[… {beyond - shown} bytes omitted …]\n".encode()
             await trio.to_thread.run_sync(self._file.write, note + last, limiter=_FILE_IO)
         await trio.to_thread.run_sync(self._file.close, limiter=_FILE_IO)
+        self._changed.set()
 
 
 @dataclass(eq=False)

@@ -56,6 +56,8 @@ class JobArgs(msgspec.Struct, forbid_unknown_fields=True):
 class JobOutputArgs(msgspec.Struct, forbid_unknown_fields=True):
     job: str
     lines: Annotated[int, msgspec.Meta(ge=1, le=2_000)] = 100
+    wait: Annotated[float, msgspec.Meta(ge=0, le=120)] = 0  # seconds, for `until` or for more output
+    until: str | None = None
 
 
 async def bash(args: BashArgs, ctx: ToolContext) -> ToolOutput | str:
@@ -341,6 +343,8 @@ async def job_status(args: JobArgs, ctx: ToolContext) -> str:
 
 async def job_output(args: JobOutputArgs, ctx: ToolContext) -> str:
     job = ctx.session.jobs.get(args.job)
+    if args.wait:
+        await job.output.wait(args.wait, None if args.until is None else args.until.encode(), job.done)
     lines = job.output.recent().splitlines(keepends=True)[-args.lines:]
     text = b"".join(lines)[-OUTPUT_CAP:].decode("utf-8", errors="replace")
     return f"{job.status()}; last {len(lines)} lines of {job.output.total} bytes of output:\n{text}"
@@ -373,7 +377,9 @@ BASH = Tool(
 )
 JOB_STATUS = Tool("job_status", "Whether a background job is running, its exit code and runtime.",
                   JobArgs, job_status, read_only=True)
-JOB_OUTPUT = Tool("job_output", "The latest output of a background job: its last `lines` lines (default 100).",
+JOB_OUTPUT = Tool("job_output", "The latest output of a background job: its last `lines` lines (default 100). "
+                  "With `wait` (seconds), first waits until the output holds `until`, or (without `until`) until "
+                  "the job prints more, or until it ends, whichever comes first.",
                   JobOutputArgs, job_output, read_only=True)
 JOB_KILL = Tool("job_kill", "Stop a background job and everything it started.", JobArgs, job_kill)
 

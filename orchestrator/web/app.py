@@ -15,8 +15,9 @@ A question (an agent asking to run something risky) is answered by naming it (`r
 is open in that room. Nothing the room's own agents can reach holds the token: their commands run in the
 jail with a fresh environment (tools/process.py `command_env`: PATH, HOME, LANG, TERM, never this process's
 own) in their own PID namespace (so not /proc of this process either); the token is not in any environment
-(`--workers` hands it to each worker through an inherited pipe, read once and closed), not in argv, not on
-disk and not in a cookie; and the workspace is not served (only this package's static/ folder is). A command
+(`--workers` hands it to each worker through an inherited pipe, read once and closed), not in argv, not in a
+cookie, and on disk only in the file of the user's alone that `[serve] token_file` names, if it does (in the
+home folder, which the jail hides); and the workspace is not served (only this package's static/ folder is). A command
 run without the sandbox (`sandbox: off`) is asked about first, every one. An agent
 that starts a server of its own and gets the user to open it gains a page of another origin, which the
 guard refuses in every way a browser lets it call.
@@ -53,7 +54,7 @@ from orchestrator.core.types import ImageBlock, ToolResultBlock
 from orchestrator.room.room import checked_line
 from orchestrator.team.schema import Team
 from orchestrator.web.feed import Key, frame, parse_id
-from orchestrator.web.guard import Guard, Hosts
+from orchestrator.web.guard import Guard, Hosts, navigation, page_for
 from orchestrator.web.host import Elsewhere, Host
 from orchestrator.web.peers import PEER, Peers
 
@@ -104,9 +105,12 @@ def build_app(host: Host, token: str, hosts: Hosts, *, peers: Peers | None = Non
         scheme, _, given = request.headers.get("authorization", "").partition(" ")
         return scheme.lower() == "bearer" and hmac.compare_digest(given.strip().encode(), token.encode())
 
-    def refused() -> Response:
-        return _json({"error": "this needs the token printed by `orchestrator serve`: open the address it printed "
-                               "(the token is in its #token= fragment), or send `Authorization: Bearer TOKEN`"}, 401)
+    def refused(request: Request) -> Response:
+        said = ("this needs the token printed by `orchestrator serve`: open the address it printed (the token is in "
+                "its #token= fragment), or send `Authorization: Bearer TOKEN`")
+        if navigation(request.scope):  # a person opened an API address: a page that says what to do
+            return Response(page_for(401, said), 401, media_type="text/html")
+        return _json({"error": said}, 401)
 
     def page(name: str):
         async def endpoint(request: Request) -> Response:
@@ -119,7 +123,7 @@ def build_app(host: Host, token: str, hosts: Hosts, *, peers: Peers | None = Non
         """Token checked, bad input answered in one line (400), a missing room as 404."""
         async def endpoint(request: Request) -> Response:
             if not authorized(request):
-                return refused()
+                return refused(request)
             try:
                 return await fn(request)
             except (Busy, Unopened) as exc:
@@ -327,8 +331,14 @@ def build_app(host: Host, token: str, hosts: Hosts, *, peers: Peers | None = Non
                       "messages": [{"role": m.role, "blocks": [_block(b) for b in m.blocks]}
                                    for m in req.messages]})
 
+    icon = (HERE / "static" / "favicon.svg").read_bytes()
+
+    async def favicon(request: Request) -> Response:
+        return Response(icon, media_type="image/svg+xml")
+
     return Guard(Starlette(middleware=[Middleware(_Worker)], routes=[
         Route("/", page("rooms.html")),
+        Route("/favicon.ico", favicon),  # where browsers look for it whatever a page says
         Route("/rooms", api(rooms), methods=["GET"]),
         Route("/rooms", api(create_room), methods=["POST"]),
         Route("/rooms/{room_id}", page("room.html")),

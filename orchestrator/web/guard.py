@@ -15,13 +15,15 @@ browser send; this layer is what keeps the browser itself from being turned agai
 - Bodies are read with a running total and refused past MAX_BODY (413) without holding more than that; a
   Content-Length over it is refused before anything is read.
 - Every answer forbids framing, sniffing, referrers and caching, and says which scripts may run (no inline ones).
+- A refusal is JSON for a script and a short page saying what to do for a person who opened the address.
 """
 from __future__ import annotations
 
+import html
 import ipaddress
 import socket
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Mapping
 from urllib.parse import parse_qsl
 
 import msgspec
@@ -139,7 +141,7 @@ class Guard:
         # it anyway, and a client told so never sends its next request down a connection about to close.
         read = not _has_body(scope)
         if refusal := self.refusal(scope):
-            await refuse(send, *refusal, close=not read)
+            await refuse(send, *refusal, close=not read, page=navigation(scope))
             return
         over = False
         total = 0
@@ -219,9 +221,39 @@ def _has_body(scope: dict) -> bool:
     return False
 
 
-async def refuse(send: Any, status: int, text: str, *, close: bool) -> None:
-    body = msgspec.json.encode({"error": text})
+def navigation(scope: Mapping[str, Any]) -> bool:
+    """Whether a person opened this address in a browser (typed, bookmarked, followed): then a refusal is a
+    page that says what to do, not the JSON a script gets."""
+    headers = dict((name.lower(), value) for name, value in scope["headers"])
+    mode = headers.get(b"sec-fetch-mode")
+    if mode is not None:
+        return mode.lower() == b"navigate"
+    return scope.get("method") == "GET" and b"text/html" in headers.get(b"accept", b"")
+
+
+_PAGE = """<!doctype html>
+<html lang="en"><head><meta charset="utf-8"><meta name="referrer" content="no-referrer">
+<title>{title} · orchestrator</title><link rel="icon" href="/favicon.ico"><link rel="stylesheet" href="/static/style.css">
+</head><body><main class="refusal"><h1>{title}</h1><p>{text}</p>
+<p>Open the address <code>orchestrator serve</code> printed when it started, as it is: it ends in
+<code>#token=…</code>, which carries the token to this tab (<code>http://127.0.0.1:8765/#token=…</code>).
+The terminal running <code>orchestrator serve</code> shows it; each start makes a new token unless
+<code>[serve] token_file</code> in the config file keeps one, so that a bookmarked address goes on working.</p>
+</main></body></html>
+"""
+_TITLES = {401: "This address needs the server's token", 421: "Not this server's address"}
+
+
+def page_for(status: int, text: str) -> bytes:
+    """The readable page a browser gets in place of a refusal's JSON."""
+    title = _TITLES.get(status, "This request was refused")
+    return _PAGE.format(title=html.escape(title), text=html.escape(text)).encode()
+
+
+async def refuse(send: Any, status: int, text: str, *, close: bool, page: bool = False) -> None:
+    body, kind = (page_for(status, text), b"text/html; charset=utf-8") if page else \
+        (msgspec.json.encode({"error": text}), b"application/json")
     await send({"type": "http.response.start", "status": status, "headers": [
-        (b"content-type", b"application/json"), (b"content-length", str(len(body)).encode()),
+        (b"content-type", kind), (b"content-length", str(len(body)).encode()),
         *([(b"connection", b"close")] if close or status == 421 else []), *HEADERS]})
     await send({"type": "http.response.body", "body": body})

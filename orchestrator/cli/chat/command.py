@@ -216,7 +216,9 @@ async def load_setup(args: argparse.Namespace, store: Store, stack: AsyncExitSta
         else:
             team = models_of = default_team()
     assert models_of is not None  # the stored room's team, the one named, or the default one
-    models = await resolver(args.model, models_of, scripted, stack)
+    command = getattr(args, "command", None) or "chat"  # what the user typed, for what the errors suggest
+    command = "mcp serve" if command == "mcp" else command
+    models = await resolver(args.model, models_of, scripted, stack, command=command)
     if refused:  # said after the model: a first start in the home folder learns both, the model first
         raise InputError(refused)
     from orchestrator.mcplink.config import configured
@@ -350,7 +352,8 @@ def show_widening(args: argparse.Namespace, team: Team, source: Any, workspace: 
         _say(args, f"{source} widens the shell sandbox: {sets}")
 
 
-async def resolver(model: str | None, team: Team, scripted: Any, stack: AsyncExitStack) -> Models:
+async def resolver(model: str | None, team: Team, scripted: Any, stack: AsyncExitStack,
+                   command: str = "chat") -> Models:
     """What the agents run on (runtime/models.py), with what the shell says when a flag is missing: `--model`
     puts every agent on that model; otherwise each agent's own model string is routed (`scripted` and "" to
     the --scripted script), and an agent without a model needs `--model`. Everything is resolved now, so a
@@ -365,21 +368,22 @@ async def resolver(model: str | None, team: Team, scripted: Any, stack: AsyncExi
     models = await models_for(stack, model=model, scripted=scripted, check=strings)
     if model is None and scripted is None and "" in strings:
         assert models.registry is not None  # no script: the registry was set up
-        raise _which_model(models.registry)
+        raise _which_model(models.registry, command)
     return models
 
 
-def _which_model(registry: Any) -> InputError:
-    """No model was chosen: what to set, or what is there to choose from."""
+def _which_model(registry: Any, command: str = "chat") -> InputError:
+    """No model was chosen: what to set, or what is there to choose from, in the words of the command the user
+    typed (`chat`, `serve`, `mcp serve`)."""
     sources = registry.config.sources
     configured = [n for n, src in sources.items() if src.explicit and src.candidates]
     if not any(src.explicit for src in sources.values()):
         return InputError(
             f"{registry.config.nothing_configured()}.\n"
             "Then choose the model with --model PROVIDER/MODEL (or ORCHESTRATOR_MODEL), e.g. "
-            "`orchestrator chat --model ollama/qwen3` for a local Ollama (`ollama serve`; set OLLAMA_HOST "
-            "if it is not on localhost:11434). To try the shell without any key: "
-            "`orchestrator chat --scripted tutor-handoff`")
+            f"`orchestrator {command} --model ollama/qwen3` for a local Ollama (`ollama serve`; set OLLAMA_HOST "
+            f"if it is not on localhost:11434). To try {'the shell' if command == 'chat' else 'it'} without any "
+            f"key: `orchestrator {command} --scripted tutor-handoff`")
     example = f"{configured[0]}/MODEL" if configured else "PROVIDER/MODEL"
     return InputError(f"which model should the agents use? pass --model PROVIDER/MODEL or set ORCHESTRATOR_MODEL "
                       f"(configured: {', '.join(configured) or 'none usable'}; e.g. --model {example})")

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import argparse
 import os
+import re
 import shlex
 import shutil
 import signal
@@ -21,6 +22,7 @@ from orchestrator.cli.chat.holding import holding
 from orchestrator.cli.chat.prompt import Prompt
 from orchestrator.cli.chat.view import View, short, wrap
 from orchestrator.cli.paths import default_db, private_file
+from orchestrator.cli.words import count
 from orchestrator.core.errors import FATAL_KINDS, InputError, RoomNotFound
 from orchestrator.core.events import Done, ErrorEvent, Event, message_event
 from orchestrator.core.visible import visible
@@ -53,10 +55,18 @@ HELP = """\
 Type a line to talk to the room; it goes to the floor owner (the commander unless it handed off).
   @name line    address one member directly (Tab completes names); @commander takes the floor back
   a line typed while agents work is picked up by them at their next step
-  Ctrl-C        stop every agent; at an idle prompt, twice to leave
+  Tab           complete an @name or a /command
+  ↑ / ↓         your earlier lines (kept between sessions)
+  Ctrl-C        stop every agent; at an idle prompt, clear the line (↑ brings it back), twice on an empty one to leave
+  Ctrl-D        at an empty prompt, leave
   o / r / d     answer a confirmation request: this once, this run, deny
   //text        send a line that starts with "/"
 """ + "\n".join(f"  {cmd:<13} {text}" for cmd, text in COMMANDS.items())
+
+
+# a scripted reply's `sees` / `not_sees` that the request failed (providers/scripted.py)
+_OFF_SCRIPT = re.compile(r"(?P<agent>\S+) call #(?P<n>\d+): the request (?:(?P<missing>did not contain)|contained) "
+                         r"(?P<text>.+)", re.S)
 
 
 # --- the command line -------------------------------------------------------------------------------
@@ -110,8 +120,21 @@ class Shell:
         scripted = self.setup.scripted
         if isinstance(ev, Done) and scripted is not None and len(scripted.failures) > self._failures:
             for f in scripted.failures[self._failures:]:
-                self._print(self.view.red(visible(f"! script: {f}")))
+                self._print(self.view.yellow(visible(self._off_script(f))))
             self._failures = len(scripted.failures)
+
+    def _off_script(self, failure: str) -> str:
+        """A scripted reply met a line it was not written for: the script goes on regardless, and the user
+        learns that `--scripted` plays a fixed script, and where to read the lines it expects."""
+        from orchestrator.scenario.shipped import shipped
+
+        path = Path(self.args.scripted)
+        name = path.stem if shipped().get(path.stem) == path else str(path)
+        m = _OFF_SCRIPT.fullmatch(failure)
+        why = (f"{m['agent']}'s reply #{m['n']} was written for a line {'with' if m['missing'] else 'without'} "
+               f"{m['text']}" if m else failure)
+        return (f"! the scripted model plays {name}'s fixed script, whatever you type: {why} "
+                f"(`orchestrator run {name}` shows the lines it expects)")
 
     # the session
     async def run(self) -> int:
@@ -161,7 +184,7 @@ class Shell:
     async def _replay(self, record) -> None:
         """The stored room as it was, before it opens."""
         messages = await self.store.load(record.id)
-        self.say(f"── room {record.name} ({record.id}): {len(messages)} messages ──")
+        self.say(f"── room {record.name} ({record.id}): {count(len(messages), 'message')} ──")
         for m in messages:
             self.view.message(message_event(m))
 
@@ -340,7 +363,7 @@ class Shell:
         elif cmd == "/rooms":
             for r in await self.store.rooms():
                 mark = "*" if r.id == room.id else " "
-                self._print(f"{mark} {r.id}  {r.name:<24} floor={r.floor:<12} {r.messages} messages")
+                self._print(f"{mark} {r.id}  {r.name:<24} floor={r.floor:<12} {count(r.messages, 'message')}")
         elif cmd == "/resume":
             if not arg:
                 raise InputError("/resume ID: which room? /rooms lists them")
@@ -437,4 +460,4 @@ class Shell:
             raise InputError(str(exc)) from None
         except OSError as exc:
             raise InputError(f"{arg}: cannot write: {exc.strerror or exc}") from None
-        self.say(f"wrote {len(messages)} messages to {Path(arg).expanduser()}")
+        self.say(f"wrote {count(len(messages), 'message')} to {Path(arg).expanduser()}")

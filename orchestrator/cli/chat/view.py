@@ -11,7 +11,8 @@ import threading
 from dataclasses import dataclass, field
 from typing import Any, Callable, TextIO
 
-from orchestrator.cli.transcript import Printer
+from orchestrator.cli.transcript import ASSIGN, Printer, anonymous
+from orchestrator.cli.words import count
 from orchestrator.core.events import (
     Cancelled, Compaction, Confirm, Done, ErrorEvent, Event, MessageEvent, Retry, State, TaskEvent,
     TextDeltaEvent,
@@ -19,9 +20,6 @@ from orchestrator.core.events import (
 from orchestrator.core.errors import retry_label
 from orchestrator.core.visible import displayed
 from orchestrator.room.handback import StreamFilter
-
-_ANONYMOUS = re.compile(r"worker(?:-\d+)?")
-_ASSIGN = {"dispatch_to", "run_worker", "hand_off_to"}  # shown through their task, ledger and floor notices
 
 
 @dataclass
@@ -91,10 +89,6 @@ def _args(args: dict[str, Any], n: int = 40) -> str:
     return ", ".join(f"{k}={short(v, n)}" for k, v in args.items())
 
 
-def anonymous(name: str) -> bool:
-    return bool(_ANONYMOUS.fullmatch(name))
-
-
 class View(Printer):
     """Room events as whole lines (for printing above the prompt) plus the partial lines in progress.
 
@@ -117,6 +111,9 @@ class View(Printer):
 
     def red(self, text: str) -> str:
         return self._paint("1;31", text)
+
+    def yellow(self, text: str) -> str:
+        return self._paint("1;33", text)
 
     def notice(self, text: str) -> None:
         self._out(self.dim(text))
@@ -213,14 +210,14 @@ class View(Printer):
             for c in ev.calls:
                 if c.name == "hand_off_to":
                     self._handoffs[str(c.input.get("agent"))] = str(c.input.get("note") or "")
-                elif c.name not in _ASSIGN:
+                elif c.name not in ASSIGN:
                     self._tool(author, f"→ {c.name}({_args(c.input)})")
         elif ev.kind == "tool_result":
             name = ev.name if isinstance(ev.name, str) else "tool"
             if ev.is_error is True:
                 self._tool(author, self.red(f"← {name} failed: {short(ev.text, 120)}"), dim=False)
-            elif name not in _ASSIGN:
-                self._tool(author, f"← {name}: {len(ev.text):,} chars")
+            elif name not in ASSIGN:
+                self._tool(author, f"← {name}: {count(len(ev.text), 'char')}")
         elif ev.kind == "user":
             self._out(f"{self._who('user')}: {ev.text}", "user")
         elif ev.kind == "task":

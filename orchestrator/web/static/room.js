@@ -1,12 +1,16 @@
 // One room's page: the live transcript from the room's event stream (SSE read by auth.js's `follow`, resumed
 // with Last-Event-ID), the floor and ledger, questions to answer, the timeline and the agent view. The page
-// arrives empty; all of it comes through the API. Everything the room says is put in the page as text,
-// never as HTML.
+// arrives empty; all of it comes through the API. Everything the room says is put in the page as text, never
+// as HTML; an agent's message is Markdown built into nodes by markdown.js (no raw HTML, safe links only).
+// What the user does not see is in the transcript only while "show what the user does not see" is ticked:
+// lines hidden from the user, the anonymous workers' lines (the commander's hands) and a handoff's note to
+// its agent (the user sees the hand_off_to call and the floor line).
 "use strict";
 
 const ROOM = decodeURIComponent(location.pathname.split("/")[2] || "");
 const PATH = `/rooms/${encodeURIComponent(ROOM)}`;
 const HANDBACK = /\s*<handback\s*\/>\s*/g;
+const ANONYMOUS = /^worker(-\d+)?$/;  // the anonymous workers' reserved names (team/schema.py)
 const $ = (id) => document.getElementById(id);
 
 const seen = new Set();          // message ids already shown
@@ -15,6 +19,7 @@ const questions = new Map();     // request id -> its confirm event
 const lanes = [];                // agent names in order of first appearance
 const bars = [];                 // {agent, kind, id, start, end, status, label}
 const ticks = [];                // {agent, start, end, name}
+const handed = new Set();        // agents handed the floor whose handoff note has not arrived yet
 let skew = Infinity;             // browser clock minus the server's, smallest seen
 let members = [];
 
@@ -39,8 +44,16 @@ function addLine(node) {
   if (atEnd) box.scrollTop = box.scrollHeight;
 }
 
+// A handoff's note: the task the commander posts for the agent it just handed the floor to.
+function handoffNote(ev) {
+  if (ev.kind !== "task") return false;
+  const to = ev.visible_to.find((v) => v !== "user" && v !== ev.author);
+  return handed.delete(to);
+}
+
 function messageNode(ev) {
-  const hidden = !ev.visible_to.includes("user");
+  for (const c of ev.calls || []) if (c.name === "hand_off_to") handed.add(String(c.input.agent));
+  const hidden = !ev.visible_to.includes("user") || ANONYMOUS.test(ev.author) || handoffNote(ev);
   const node = el("div", `msg kind-${ev.kind}${hidden ? " hidden" : ""}`);
   node.dataset.seq = ev.seq;
   node.dataset.author = ev.author;
@@ -54,7 +67,11 @@ function messageNode(ev) {
     return node;
   }
   const text = ev.text.replace(HANDBACK, "");
-  if (text) node.append(el("div", "text", text));
+  if (text) {
+    const box = el("div", ev.kind === "user" ? "text" : "text md");
+    if (ev.kind === "user") box.textContent = text; else renderMarkdown(box, text);
+    node.append(box);
+  }
   for (const c of ev.calls || []) {
     const args = Object.entries(c.input).map(([k, v]) => `${k}=${short(typeof v === "string" ? v : JSON.stringify(v), 60)}`);
     node.append(el("div", "tool", `→ ${c.name}(${args.join(", ")})`));
@@ -77,15 +94,15 @@ function onMessage(ev) {
 function onDelta(ev) {
   let node = streams.get(ev.agent);
   if (!node) {
-    node = el("div", "msg streaming");
+    node = el("div", `msg streaming${ANONYMOUS.test(ev.agent) ? " hidden" : ""}`);
     node.dataset.author = ev.agent;
-    node.append(el("span", "who", ev.agent), el("div", "text", ""));
+    node.append(el("span", "who", ev.agent), el("div", "text md", ""));
     node.dataset.raw = "";
     streams.set(ev.agent, node);
     addLine(node);
   }
   node.dataset.raw += ev.text;
-  node.querySelector(".text").textContent = node.dataset.raw.replace(HANDBACK, "");
+  renderMarkdown(node.querySelector(".text"), node.dataset.raw.replace(HANDBACK, ""));
 }
 
 function note(text, cls) {
@@ -213,24 +230,68 @@ function drawSoon() {
   if (!drawPending) { drawPending = true; requestAnimationFrame(draw); }
 }
 
+// The timeline's scale: the work shown fills the width, however short. A stretch where nothing ran (the room
+// idle between two lines) is cut to a small share of it and marked, so that runs an hour apart both show.
+const GAP_SHARE = 0.06;  // of the work's own length: what a cut stretch keeps
+
+function timeScale(spans) {
+  const busy = [];
+  for (const [s, e] of spans.slice().sort((a, b) => a[0] - b[0])) {
+    const last = busy[busy.length - 1];
+    if (last && s <= last[1]) last[1] = Math.max(last[1], e);
+    else busy.push([s, e]);
+  }
+  const worked = busy.reduce((n, [s, e]) => n + (e - s), 0);
+  const keep = worked * GAP_SHARE;
+  const pieces = [];  // {from, to, at, shown}: the time from..to drawn from `at` over `shown`
+  let total = 0;
+  busy.forEach(([s, e], i) => {
+    if (i > 0) {
+      const from = busy[i - 1][1];
+      const shown = Math.min(s - from, keep);
+      pieces.push({ from, to: s, at: total, shown, cut: s - from > keep });
+      total += shown;
+    }
+    pieces.push({ from: s, to: e, at: total, shown: e - s });
+    total += e - s;
+  });
+  total = total || 1;
+  const x = (t) => {
+    const p = pieces.find((q) => t <= q.to) || pieces[pieces.length - 1];
+    const into = p.to > p.from ? Math.min(1, Math.max(0, (t - p.from) / (p.to - p.from))) : 0;
+    return (100 * (p.at + into * p.shown)) / total;
+  };
+  const cuts = pieces.filter((p) => p.cut).map((p) => ({ at: x(p.from), idle: p.to - p.from }));
+  return { x, cuts, t0: busy[0][0], t1: busy[busy.length - 1][1], worked };
+}
+
+function seconds(s) {
+  return s < 1 ? `${Math.max(1, Math.round(s * 1000))} ms` : `${s.toFixed(1)} s`;
+}
+
 function draw() {
   drawPending = false;
   const box = $("lanes");
   if (!bars.length && !ticks.length) return;
   const now = Date.now() / 1000 - (skew === Infinity ? 0 : skew);
-  const starts = bars.map((b) => b.start).concat(ticks.map((t) => t.start));
-  const t0 = Math.min(...starts);
-  const running = bars.some((b) => b.end === null);
-  const t1 = Math.max(t0 + 0.5, running ? now : 0, ...bars.map((b) => b.end || b.start), ...ticks.map((t) => t.end || t.start));
-  const x = (t) => (100 * (t - t0)) / (t1 - t0);
+  const ending = (end, start) => (end === null ? Math.max(now, start) : end);
+  const spans = bars.map((b) => [b.start, ending(b.end, b.start)])
+    .concat(ticks.map((t) => [t.start, ending(t.end, t.start)]));
+  const { x, cuts, t0, t1, worked } = timeScale(spans);
   box.replaceChildren();
   for (const agent of lanes) {
     const row = el("div", "lane");
     row.dataset.agent = agent;
     const track = el("div", "track");
     row.append(el("div", "lane-name", agent), track);
+    for (const c of cuts) {
+      const gap = el("div", "gap");
+      gap.style.left = `${c.at}%`;
+      gap.title = `${seconds(c.idle)} with nothing running, cut`;
+      track.append(gap);
+    }
     for (const b of bars.filter((b) => b.agent === agent)) {
-      const end = b.end === null ? now : b.end;
+      const end = ending(b.end, b.start);
       const bar = el("div", `bar ${b.kind} ${b.status}${b.end === null ? " open" : ""}`);
       bar.style.left = `${x(b.start)}%`;
       bar.style.width = `max(3px, ${x(end) - x(b.start)}%)`;
@@ -247,7 +308,8 @@ function draw() {
     }
     box.append(row);
   }
-  box.append(el("div", "axis small muted", `${(t1 - t0).toFixed(1)} s`));
+  const idle = cuts.length ? `, of ${seconds(t1 - t0)} (stretches with nothing running cut)` : "";
+  box.append(el("div", "axis small muted", `${seconds(worked)} of work${idle}`));
 }
 
 setInterval(() => { if (bars.some((b) => b.end === null)) drawSoon(); }, 200);
