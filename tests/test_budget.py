@@ -87,6 +87,21 @@ def test_small_results_stay_and_at_least_the_newest_result_survives():
     assert all(r.blocks[0].content in (budget.cleared_note(), "ok", chapter(5)) for r in results)
 
 
+def test_clearing_may_aim_below_the_budget_and_only_the_budget_cuts():
+    """Clearing is cheap, so it aims where compaction would start (`clear_to`); turns are cut only past the budget."""
+    view, sizes = history(12)
+    total = sum(sizes)
+    sent, after = budget.fitted(view, sizes, total + 1000, total, clear_to=total // 2)
+    cleared = [m for m in sent if isinstance(m.blocks[0], ToolResultBlock) and m.blocks[0].content == budget.cleared_note()]
+    assert len(sent) == len(view) and pairing_ok(sent)  # cleared, not cut
+    assert cleared and len(cleared) % budget.BATCH == 0 and after == cost(sent) <= total // 2
+    assert budget.fit(view, sizes, total + 1000, total, clear_to=total // 2) == sent
+    # results too small to clear: clearing cannot reach its aim, and under the budget nothing is cut either
+    small, small_sizes = history(12, result_chars=150)
+    sent, after = budget.fitted(small, small_sizes, sum(small_sizes), clear_to=sum(small_sizes) // 2)
+    assert sent == small and after == sum(small_sizes)  # what the engine then weighs against compaction
+
+
 def test_whole_user_turns_then_whole_rounds():
     turns = []
     for t in range(4):

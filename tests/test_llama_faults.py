@@ -142,7 +142,8 @@ class Llama:
 
 
 def is_summary(body: dict) -> bool:
-    return "summar" in str(body["messages"][0].get("content", "")).lower()
+    """The compaction call: the agent's own request, its last message asking for a summary."""
+    return "write a summary" in str(body["messages"][-1].get("content", "")).lower()
 
 
 def replies(messages: list[Message]) -> list[str]:

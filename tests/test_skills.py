@@ -261,7 +261,9 @@ async def test_activated_skill_text_survives_compaction(tmp_path):
     log = Log("a")
     await log.commit(Draft(author="user", kind="user", blocks=[TextBlock("go")], visible_to=["a"]))
     script = [Reply(calls=[("activate_skill", {"name": "house-style"})])]
-    script += [Reply(calls=[("read_file", {"path": f"f{i}.txt"})]) for i in range(6)]
+    # notes of its own on each file: clearing old results cannot keep such a turn small, so it is compacted
+    script += [Reply(say=f"notes on f{i}: " + "what the file shows, written down before the next one. " * 30,
+                     calls=[("read_file", {"path": f"f{i}.txt"})]) for i in range(6)]
     script += [Reply(say="done", sees="HOUSE-STYLE-RULE")]
     provider = ScriptedProvider({"a": script})
     agent = Agent("a", provider, "scripted", "sys", registry, tmp_path, window=4000)

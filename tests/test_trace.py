@@ -267,7 +267,7 @@ async def test_usage_totals_and_cost(tmp_path):
     assert report.total.cost == pytest.approx(cmd.cost)
     text = table(report)
     assert "~50" in text and "estimates" in text and "0.0044" in text
-    assert summary(report).startswith("usage: 2 model calls, ~1,050 in / ~205 out (400 cached)")
+    assert summary(report).startswith("usage: 2 model calls, ~1,050 in / ~205 out (400 cached, 38%)")
 
 
 # --- where spans go: a session with --trace and OTLP -------------------------------------------

@@ -154,7 +154,7 @@ def test_show_usage_matches_the_scripted_figures_and_the_price_table(tmp_path):
         return done.stdout
 
     out = cli("run", str(SCENARIOS / "usage.yaml"), "--db", str(db), "--trace", str(trace))
-    assert out.splitlines()[-1].startswith("usage: 6 model calls, 4,440 in / 190 out (2,400 cached)")
+    assert out.splitlines()[-1].startswith("usage: 6 model calls, 4,440 in / 190 out (2,400 cached, 54%)")
     report = json.loads(cli("show", "usage", "--db", str(db), "--usage", "--json"))
     figures = {line["agent"]: (line["calls"], line["input_tokens"], line["output_tokens"], line["cached_tokens"],
                                line["estimated_calls"]) for line in report["lines"]}
@@ -172,7 +172,7 @@ def test_show_usage_matches_the_scripted_figures_and_the_price_table(tmp_path):
     text = cli("show", "usage", "--db", str(db), "--usage")
     cells = next(ln for ln in text.splitlines() if ln.startswith("commander")).split()
     price = f"{(850 * 3 + 2000 * 0.3 + 130 * 15) / 1e6:.4f}"  # the cost column, from the price table
-    assert cells == ["commander", "scripted/scripted", "2", "2,850", "130", "2,000", cells[6], "3", cells[8], price]
+    assert cells == ["commander", "scripted/scripted", "2", "2,850", "130", "2,000", "70%", cells[7], "3", cells[9], price]
     # --trace wrote the tree the in-memory exporter test sees
     records = [json.loads(line) for line in trace.read_text().splitlines()]
     assert canonical(jsonl_tree(records)) == USAGE_TREE

@@ -3,8 +3,11 @@ the stored history never changes.
 
 First, a message too long to fit even alone is left out, a short note in its place. Then three steps, each
 only if the previous one did not suffice: clear the oldest tool results four at a time (so the request prefix
-stays byte-identical over several calls), keep whole user turns, then keep whole tool rounds of one long turn.
-A call and its results are never separated.
+stays byte-identical over several calls; an activated skill's text is an instruction and stays), keep whole
+user turns, then keep whole tool rounds of one long turn. A call and its results are never separated.
+
+Clearing is the cheap step and may aim lower than the budget (`clear_to`): the engine clears down to the
+point where compaction would start, so a summary call is made only when clearing cannot avoid it.
 """
 from __future__ import annotations
 
@@ -13,8 +16,10 @@ from functools import cache
 from orchestrator.core.prompts import render
 from orchestrator.core.tokens import estimate
 from orchestrator.core.types import ModelMessage, TextBlock, ToolCallBlock, ToolResultBlock
+from orchestrator.skills.activation import NAME as ACTIVATE
 
 BATCH = 4
+KEPT_TOOLS = frozenset({ACTIVATE})  # results that are instructions, not sources to re-read: never cleared
 ROOM_FLOOR = 256  # the least output room asked for: our estimate of a prompt may run high
 ELIDED = ("[A message of about {tokens:,} tokens was left out here: it is too long for the model's context "
           "window. The room keeps it; ask for it in smaller parts if it is needed.]")
@@ -37,28 +42,46 @@ def _note_tokens() -> int:
 
 
 def fit(view: list[ModelMessage], sizes: list[int], budget: int, total: int | None = None, *,
-        most: int | None = None) -> list[ModelMessage]:
+        most: int | None = None, clear_to: int | None = None) -> list[ModelMessage]:
     """The messages to send: `view` itself when it fits, else a fitted copy (pairing kept). `total`: the sum of
     `sizes` when the caller keeps it (a partition's `tokens`), so that a request costs no pass over the history.
     `most`: the largest line that can be sent at all (default `budget`); a larger one is left out, a note in its place.
+    `clear_to`: clear old results down to this many tokens when it is below `budget`; the later steps still cut
+    only what exceeds `budget`.
 
     Clearing is planned on sizes alone and applied only to the messages actually sent, so a long
     history that steps 2 and 3 cut anyway costs no copies of what is left out.
     """
+    return fitted(view, sizes, budget, total, most=most, clear_to=clear_to)[0]
+
+
+def fitted(view: list[ModelMessage], sizes: list[int], budget: int, total: int | None = None, *,
+           most: int | None = None, clear_to: int | None = None) -> tuple[list[ModelMessage], int]:
+    """`fit`'s messages, and the tokens the history comes to once lines are left out and results cleared, before
+    steps 2 and 3 cut whole turns or rounds: what the engine weighs against the compaction threshold, so the
+    dear step waits for the cheap one, in the same pass that builds the request."""
     total = sum(sizes) if total is None else total
+    aim = budget if clear_to is None else min(budget, clear_to)
+    if total <= aim:
+        return view, total
+    view, cleared, sizes, total = _cheap(view, sizes, total, aim, budget if most is None else max(most, budget))
     if total <= budget:
-        return view
-    view, sizes, total = _elide(view, sizes, total, budget if most is None else max(most, budget))
-    if total <= budget:
-        return view
-    cleared, sizes, total = _clear_results(view, sizes, total, budget)
-    if total <= budget:
-        return _sent(view, cleared, 0)
+        return _sent(view, cleared, 0), total
     head, cut = _keep_newest(view, sizes, budget)
     if cut <= head:  # nothing between the first message and the newest unit to leave out
-        return _sent(view, cleared, 0)
+        return _sent(view, cleared, 0), total
     note = ModelMessage("user", [TextBlock(render("trimmed_history.md.j2"))])
-    return [*_sent(view[:head], cleared, 0), note, *_sent(view[cut:], cleared, cut)]
+    return [*_sent(view[:head], cleared, 0), note, *_sent(view[cut:], cleared, cut)], total
+
+
+def _cheap(view, sizes, total, aim, most) -> tuple[list[ModelMessage], set[int], list[int], int]:
+    """Elision, then step 1 towards `aim`: the view (with notes for left-out lines), which results to clear,
+    and the sizes and total once they are."""
+    view, sizes, total = _elide(view, sizes, total, most)
+    if total <= aim:
+        return view, set(), sizes, total
+    cleared, sizes, total = _clear_results(view, sizes, total, aim)
+    return view, cleared, sizes, total
 
 
 def _elide(view: list[ModelMessage], sizes: list[int], total: int,
@@ -96,27 +119,39 @@ def _clear_results(view, sizes, total, budget) -> tuple[set[int], list[int], int
             break
         keep.add(i)
         kept += sizes[i]
-    candidates = [i for i in results if i not in keep and sizes[i] > 2 * note + 16]  # barely larger: not worth it
     need = total - budget
-    saved, n = 0, 0
-    for i in candidates:
-        if saved >= need:
+    chosen: list[int] = []
+    saved = 0
+    for i in results:  # oldest first, as many as the need takes, rounded up to a whole batch: a stable prefix
+        if saved >= need and len(chosen) % BATCH == 0:
             break
-        saved += sizes[i] - _cleared_size(view[i], note)
-        n += 1
-    n = min(len(candidates), -(-n // BATCH) * BATCH)  # round up to a whole batch: a stable prefix
-    if n == 0:
+        if i not in keep and clearable(view[i], sizes[i]):
+            chosen.append(i)
+            saved += sizes[i] - _cleared_size(view[i], note)
+    if not chosen:
         return set(), sizes, total
     sizes = list(sizes)
-    for i in candidates[:n]:
+    for i in chosen:
         size = _cleared_size(view[i], note)
         total -= sizes[i] - size
         sizes[i] = size
-    return set(candidates[:n]), sizes, total
+    return set(chosen), sizes, total
+
+
+def clearable(m: ModelMessage, size: int) -> bool:
+    """Whether `m` (of `size` tokens) holds tool results worth clearing: one barely larger than the note that
+    would replace it is left alone, and so is an activated skill's text (compaction carries it verbatim too)."""
+    return size > 2 * _note_tokens() + 16 and _is_results(m) and not any(
+        isinstance(b, ToolResultBlock) and b.name in KEPT_TOOLS for b in m.blocks)
 
 
 def _is_results(m: ModelMessage) -> bool:
     return m.role == "user" and bool(m.blocks) and isinstance(m.blocks[0], ToolResultBlock)
+
+
+def cleared(m: ModelMessage) -> tuple[ModelMessage, int]:
+    """`m` with each tool result's content replaced by the clearing note, and its size then."""
+    return _cleared(m), _cleared_size(m, _note_tokens())
 
 
 def _cleared(m: ModelMessage) -> ModelMessage:

@@ -2,6 +2,16 @@
 
 Messages are converted once on arrival and token-estimated once (E6 memo); tool results are
 placed right after their own call, so a user line that landed mid-round never splits a pair (E3).
+
+Finished work is not re-read. When a task message reaches the member it is for (dispatch_to, run_worker
+and hand_off_to all post one), the tool results of the work it already finished, everything before its
+newest reply, are shown from then on as the clearing note; its task lines, its calls and its replies (its
+reports, what it concluded) stay whole, so it can run a tool again to re-read a source. This happens once
+per task, at its start, so the request prefix changes there and then stays byte-stable for the whole task.
+A user line is never such a boundary: an interactive member holding the floor keeps its conversation's
+results whole (within the request budget) until its next task or handoff. Results of tools whose text
+is an instruction rather than a source (an activated skill) stay whole. Only the view changes: the
+stored messages, and `messages` here, keep everything.
 """
 from __future__ import annotations
 
@@ -9,6 +19,7 @@ from orchestrator.core.tokens import estimate
 from orchestrator.core.types import (
     Message, ModelMessage, TextBlock, ThinkingBlock, ToolCallBlock, ToolResultBlock,
 )
+from orchestrator.engine.budget import clearable, cleared
 
 
 def _label(msg: Message) -> str:
@@ -70,6 +81,8 @@ class Partition:
         self.ending = False  # a tool of the current round ends the turn (a handoff): no model call follows it
         self._open: dict[str, list[int]] = {}  # call id -> [insert position]; shared per round
         self._summary_of: dict[str, Message] = {}  # replaced message id -> the summary standing for it
+        self._replied = 0  # view index just past the viewer's newest reply: its work up to there is finished
+        self._settled = 0  # view index up to which finished results are already shown cleared
 
     def append(self, msg: Message, addressed: bool | None = None) -> None:
         """Add a message the viewer may see. `addressed` says whether it asks for an answer
@@ -106,18 +119,36 @@ class Partition:
             for other in {id(s): s for s in self._open.values()}.values():
                 if other is not slot and other[0] >= at:
                     other[0] += 1
+            self._replied += at < self._replied
+            self._settled += at < self._settled
         if slot is not None:
             slot[0] += 1
         if msg.author == self.viewer and msg.kind == "tool_call":
             slot = [at + 1]
             for call in msg.calls:
                 self._open[call.id] = slot
+        elif msg.author == self.viewer and msg.kind == "text":
+            self._replied = at + 1
+        elif msg.kind == "task" and msg.author != self.viewer:
+            self._settle()
         return True
+
+    def _settle(self) -> None:
+        """A new task starts: the results of the work finished before it are shown cleared from now on.
+        Each view entry is looked at once over the partition's life, whatever the number of tasks."""
+        for i in range(self._settled, self._replied):
+            m = self.view[i]
+            if clearable(m, self.sizes[i]):
+                self.view[i], size = cleared(m)
+                self.tokens -= self.sizes[i] - size
+                self.sizes[i] = size
+        self._settled = max(self._settled, self._replied)
 
     def _rebuild(self) -> None:
         """Replay with each summary standing where the first message it replaces stood."""
         placed = set()
         self.view, self.sizes, self.ids, self.tokens, self._open = [], [], [], 0, {}
+        self._replied = self._settled = 0
         for m in self.messages:
             if m.replaces and m.id in placed:
                 continue

@@ -25,8 +25,8 @@ from orchestrator.core.types import (
 )
 from orchestrator.core.tokens import estimate
 from orchestrator.engine import telemetry
-from orchestrator.engine.budget import fit, output_room
-from orchestrator.engine.compaction import compact
+from orchestrator.engine.budget import fitted, output_room
+from orchestrator.engine.compaction import compact, summary_room
 from orchestrator.engine.loopguard import LoopGuard
 from orchestrator.engine.partition import Partition
 from orchestrator.core.retry import RetryPolicy
@@ -122,18 +122,26 @@ async def run_turn(agent: Agent, partition: Partition, commit: Commit, meter: Me
             # The server's own window, once it has said: the budget and compaction go by it from this call on.
             _narrow(agent, await server_window(agent.provider, agent.model,
                                                ask=partition.tokens + fixed >= ASK_WINDOW_FROM))
-            # E5: checked before every call, so after each tool round and also for agents that only talk
-            if partition.tokens + fixed >= agent.compact_at * agent.window:
+            request, history = _request(agent, partition, specs, fixed)
+            # E5: checked before every call, so after each tool round and also for agents that only talk; measured
+            # once old results are cleared, so the summary call waits until clearing cannot keep the request under
+            if history >= _compact_from(agent, fixed):
                 side: list[CallUsage] = []
-                done = await compact(agent, partition, commit, window=agent.window, fixed=fixed, calls=side, span=span)
+                # the summary call repeats this very request, so its prefix is the one the last call cached
+                as_sent, _ = _request(agent, partition, specs, fixed,
+                                      max(1, agent.window - summary_room(agent.window) - fixed))
+                done = await compact(agent, partition, commit, as_sent, window=agent.window, fixed=fixed,
+                                     history=history, calls=side, span=span)
                 for ev in side:
                     yield ev
                 if done:
                     yield _compacted(agent, span, done)
+                    request, _ = _request(agent, partition, specs, fixed)
             attempt, compacted = 0, False
             while True:
                 attempt += 1
-                request = _request(agent, partition, specs, fixed)
+                if attempt > 1:  # after a retry's wait or an overflow's compaction: the history may have changed
+                    request, _ = _request(agent, partition, specs, fixed)
                 sent = fixed + min(partition.tokens, agent.request_budget - fixed)
                 partition.mark_read()
                 asm = Assembler()
@@ -155,7 +163,7 @@ async def run_turn(agent: Agent, partition: Partition, commit: Commit, meter: Me
                     _narrow(agent, exc.window)  # the refusal named the real window: compact to that
                     side = []
                     if not compacted:
-                        done = await compact(agent, partition, commit, window=agent.window, fixed=fixed,
+                        done = await compact(agent, partition, commit, request, window=agent.window, fixed=fixed,
                                              overflow=True, calls=side, span=span)
                     for ev in side:
                         yield ev
@@ -250,7 +258,7 @@ def _narrow(agent: Agent, window: int | None) -> None:
 
 def next_request(agent: Agent, partition: Partition) -> Request:
     """What the agent's model would be sent now: the same request the next turn builds (the agent view)."""
-    return _request(agent, partition, agent.tools.specs(), _fixed_tokens(agent))
+    return _request(agent, partition, agent.tools.specs(), _fixed_tokens(agent))[0]
 
 
 def _fixed_tokens(agent: Agent) -> int:
@@ -258,15 +266,25 @@ def _fixed_tokens(agent: Agent) -> int:
     return agent.system_tokens + agent.tools.spec_tokens()
 
 
-def _request(agent: Agent, partition: Partition, specs: list, fixed: int) -> Request:
-    budget = agent.request_budget - fixed
+def _compact_from(agent: Agent, fixed: int) -> int:
+    """The history tokens at which compaction starts: what is left of its share of the window after the system
+    prompt and tools. Old results are cleared down to it first."""
+    return int(agent.compact_at * agent.window) - fixed
+
+
+def _request(agent: Agent, partition: Partition, specs: list, fixed: int,
+             budget: int | None = None) -> tuple[Request, int]:
+    """The agent's next request, and its history's tokens once old results are cleared (before whole turns or
+    rounds are cut). `budget`: the history's tokens at most (default: the request budget less `fixed`)."""
+    budget = agent.request_budget - fixed if budget is None else budget
     # A line longer than the window less what every request carries can never be sent: it is left out.
-    return Request(agent=agent.name, model=agent.model, system=agent.system,
-                   messages=list(fit(partition.view, partition.sizes, budget, partition.tokens,
-                                     most=agent.window - fixed)),
+    # Old results are cleared below where compaction would start, so that clearing comes first.
+    messages, history = fitted(partition.view, partition.sizes, budget, partition.tokens,
+                               most=agent.window - fixed, clear_to=_compact_from(agent, fixed) - 1)
+    return Request(agent=agent.name, model=agent.model, system=agent.system, messages=list(messages),
                    tools=specs, max_output_tokens=agent.max_output_tokens, cache_key=agent.cache_key,
                    thinking_budget=agent.thinking_budget,
-                   output_room=output_room(agent.window, fixed + min(partition.tokens, budget)))
+                   output_room=output_room(agent.window, fixed + min(partition.tokens, budget))), history
 
 
 async def _run_calls(agent: Agent, calls: list[ToolCallBlock], verdicts: list[str],

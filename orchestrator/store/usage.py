@@ -179,7 +179,8 @@ def _totals(db: sqlite_utils.Database, rooms: list[str]) -> list[dict]:
 
 def table(report: UsageReport) -> str:
     """The `show --usage` / `/usage` table: one line per agent and model, then the total."""
-    head = ("agent", "model", "calls", "input", "output", "cached", "model s", "tools", "tool s", "cost $")
+    head = ("agent", "model", "calls", "input", "output", "cached", "cached %", "model s", "tools", "tool s",
+            "cost $")
     rows = [_cells(line) for line in report.lines]
     if len(report.lines) > 1:
         rows.append(_cells(report.total))
@@ -202,7 +203,8 @@ def summary(report: UsageReport) -> str:
     mark = "~" if t.estimated_calls else ""
     cost = f"${t.cost:.4f}" if t.cost is not None else "cost unknown"
     return (f"usage: {t.calls} model call{'s' * (t.calls != 1)}, {mark}{t.input_tokens:,} in / "
-            f"{mark}{t.output_tokens:,} out ({t.cached_tokens:,} cached), {t.model_seconds:.1f} s in models, "
+            f"{mark}{t.output_tokens:,} out ({t.cached_tokens:,} cached, {_share(t.cached_tokens, t.input_tokens)}), "
+            f"{t.model_seconds:.1f} s in models, "
             f"{t.tool_seconds:.1f} s in tools, {cost}")
 
 
@@ -211,5 +213,10 @@ def _cells(line: UsageLine) -> list[str]:
     model = f"{line.provider}/{line.model}" if line.provider else ""
     cost = "?" if line.cost is None else f"{line.cost:.4f}"
     return [line.agent, model, str(line.calls), f"{mark}{line.input_tokens:,}", f"{mark}{line.output_tokens:,}",
-            f"{line.cached_tokens:,}", f"{line.model_seconds:.2f}", str(line.tool_calls), f"{line.tool_seconds:.2f}",
-            cost]
+            f"{line.cached_tokens:,}", _share(line.cached_tokens, line.input_tokens), f"{line.model_seconds:.2f}",
+            str(line.tool_calls), f"{line.tool_seconds:.2f}", cost]
+
+
+def _share(part: int, whole: int) -> str:
+    """The share of input read from the provider's prompt cache, which it bills at its cached price."""
+    return f"{100 * part / whole:.0f}%" if whole else "-"
