@@ -1,9 +1,11 @@
-"""Fixtures shared by the store's tests: each runs on SQLite and, when a server can be started, PostgreSQL.
+"""Fixtures shared by the tests: the store's run on SQLite and, when a server can be started, PostgreSQL; the
+browser tests share one way to start chromium.
 
 The PostgreSQL lane is one throwaway cluster per session (tests/pgcluster.py) and a fresh database per test.
 """
 from __future__ import annotations
 
+import os
 import re
 from collections.abc import Iterator
 from pathlib import Path
@@ -42,3 +44,19 @@ def backend(request: pytest.FixtureRequest, tmp_path: Path) -> Backend:
     server = request.getfixturevalue("pg_server")
     name = re.sub(r"[^a-z0-9]+", "_", request.node.name.lower())[:50] + f"_{id(request) % 10_000}"
     return Backend("postgres", server.fresh(name))
+
+
+@pytest.fixture(scope="module")
+def browser():  # noqa: ANN201 (Playwright's Browser, imported only where a test asks for it)
+    """Debian's chromium under Playwright, one per test module (tests/test_serve_browser.py says why not
+    Playwright's own browser); skips when it will not start."""
+    from playwright.sync_api import Error, sync_playwright
+
+    chromium = os.environ.get("ORCHESTRATOR_CHROMIUM", "/usr/bin/chromium")
+    with sync_playwright() as p:
+        try:
+            b = p.chromium.launch(executable_path=chromium, headless=True, args=["--no-sandbox"])
+        except Error as exc:
+            pytest.skip(f"{chromium} would not start under Playwright: {str(exc).splitlines()[0]}")
+        yield b
+        b.close()

@@ -17,7 +17,7 @@ import httpx
 import pytest
 
 from tests.serving import ROOT, start_server
-from tests.test_serve_browser import browser, open_new_room, watch_csp  # noqa: F401 (browser: a fixture)
+from tests.test_serve_browser import open_new_room, watch_csp
 
 pytestmark = pytest.mark.browser
 

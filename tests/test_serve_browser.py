@@ -46,19 +46,6 @@ def server(tmp_path_factory):
     assert s.stop() == 0, (tmp / "serve.err").read_text()
 
 
-@pytest.fixture(scope="module")
-def browser():
-    from playwright.sync_api import Error, sync_playwright
-
-    with sync_playwright() as p:
-        try:
-            b = p.chromium.launch(executable_path=CHROMIUM, headless=True, args=["--no-sandbox"])
-        except Error as exc:
-            pytest.skip(f"{CHROMIUM} would not start under Playwright: {str(exc).splitlines()[0]}")
-        yield b
-        b.close()
-
-
 @pytest.fixture
 def page(browser, server):
     context = browser.new_context(viewport={"width": 1400, "height": 900})

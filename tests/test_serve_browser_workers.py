@@ -29,19 +29,6 @@ def server(tmp_path):
     assert s.stop() == 0, (tmp_path / "serve.err").read_text()
 
 
-@pytest.fixture(scope="module")
-def browser():
-    from playwright.sync_api import Error, sync_playwright
-
-    with sync_playwright() as p:
-        try:
-            b = p.chromium.launch(executable_path=CHROMIUM, headless=True, args=["--no-sandbox"])
-        except Error as exc:
-            pytest.skip(f"{CHROMIUM} would not start under Playwright: {str(exc).splitlines()[0]}")
-        yield b
-        b.close()
-
-
 def busy_room(server: Server) -> tuple[str, str]:
     """A room at work (three tasks running until stopped) and the worker that runs it."""
     with httpx.Client(timeout=30) as client:
