@@ -135,6 +135,12 @@ def test_a_room_at_work_in_the_browser(page, server):
     assert page.locator("#lanes .lane[data-agent='researcher'] .tick").count() == 1  # read_file
     assert page.locator("#lanes .lane[data-agent='reviewer'] .tick").count() == 2
     wait_count(page, "#ledger tbody tr.status-done", 3)
+    # What the room spent, per agent and model as `show --usage` prints it, with the total last.
+    page.wait_for_selector("#usage tbody tr:has-text('tutor')")
+    rows = page.eval_on_selector_all("#usage tbody tr", "rs => rs.map((r) => [...r.cells].map((c) => c.textContent))")
+    assert [r[0] for r in rows][-1] == "all" and {"commander", "researcher", "reviewer", "tutor"} <= {r[0] for r in rows}
+    assert sum(int(r[2]) for r in rows[:-1]) == int(rows[-1][2]) > 0  # calls
+    assert all(r[5].endswith("%") or r[5] == "-" for r in rows)
     shot(page, "2-answered")
 
     # The researcher's view: its own task and reads, never the reviewer's task.

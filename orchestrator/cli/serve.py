@@ -389,7 +389,7 @@ def room_models(args: argparse.Namespace, setup: Setup) -> Any:
     explicit = setup.team if (args.team or args.scripted) else None
     assert setup.team is not None  # serve resumes no room (resume=None), so its set-up always has a team
     return Models(team=explicit, new_team=setup.team, resolver=resolver, catalog=setup.models,
-                  workspace=setup.workspace, mcp=setup.mcp, config=setup.config)
+                  workspace=setup.workspace, mcp=setup.mcp, config=setup.config, prices=setup.prices)
 
 
 def listen(host: str, port: int) -> socket.socket:

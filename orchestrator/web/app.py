@@ -51,6 +51,7 @@ from starlette.types import Receive, Scope, Send
 from orchestrator.core.errors import InputError, RoomNotFound
 from orchestrator.core.events import message_event
 from orchestrator.core.types import ImageBlock, ToolResultBlock
+from orchestrator.providers.catalog import Catalog
 from orchestrator.room.room import checked_line
 from orchestrator.team.schema import Team
 from orchestrator.web.feed import Key, frame, parse_id
@@ -185,6 +186,7 @@ def build_app(host: Host, token: str, hosts: Hosts, *, peers: Peers | None = Non
                 "members": [{"name": n, "description": m.spec.description, "anonymous": m.anonymous}
                             for n, m in room.members.items()],
                 "tasks": list(room.ledger.tasks.values()), "asking": room.asking,
+                "usage": await room.usage_report(host.models.prices or Catalog().price),
             })
 
     async def events(request: Request) -> Response:

@@ -67,6 +67,7 @@ class Models:
     workspace: Path | None = None
     mcp: Any = None  # the process's MCP hub, shared by every room
     config: Any = None  # config.toml as the process read it once (None: read when the host opens)
+    prices: Any = None  # (provider, model) -> prices, for the usage panel (None: the catalog's)
 
 
 class Host:

@@ -159,6 +159,7 @@ async function refreshState() {
       row.insertCell().textContent = v;
     }
   }
+  if (s.usage) renderUsage(s.usage);
   const names = s.members.map((m) => m.name);
   if (names.join() !== members.join()) {
     members = names;
@@ -167,6 +168,24 @@ async function refreshState() {
     pick.replaceChildren(...names.map((n) => el("option", "", n)));
     if (names.includes(chosen)) pick.value = chosen;
     if (pick.value !== chosen) agentViewSoon();
+  }
+}
+
+// What the room spent, per agent and model, as `show --usage` prints it: the cached share is what a prompt
+// cache billed at its cached price.
+function renderUsage(usage) {
+  const body = $("usage").querySelector("tbody");
+  body.replaceChildren();
+  const lines = usage.lines.length > 1 ? [...usage.lines, usage.total] : usage.lines;
+  for (const u of lines) {
+    const row = body.insertRow();
+    const mark = u.estimated_calls ? "~" : "";
+    const share = u.input_tokens ? `${Math.round((100 * u.cached_tokens) / u.input_tokens)}%` : "-";
+    for (const v of [u.agent, u.provider ? `${u.provider}/${u.model}` : "", u.calls,
+      mark + u.input_tokens.toLocaleString("en"), u.cached_tokens.toLocaleString("en"), share,
+      mark + u.output_tokens.toLocaleString("en"), u.cost === null ? "?" : u.cost.toFixed(4)]) {
+      row.insertCell().textContent = v;
+    }
   }
 }
 
