@@ -241,16 +241,19 @@ async def test_official_openai_gets_max_completion_tokens_from_the_catalog():
     assert body["max_completion_tokens"] == 32_768 and "max_tokens" not in body
 
 
+# One short Messages API reply, as an Anthropic server streams it, naming the model it ran.
+ANTHROPIC_HI = [
+    {"type": "message_start", "message": {"id": "m", "type": "message", "role": "assistant", "content": [],
+                                          "model": "claude-opus-4-1-20250805", "usage": {"input_tokens": 3}}},
+    {"type": "content_block_start", "index": 0, "content_block": {"type": "text", "text": "Hi."}},
+    {"type": "content_block_stop", "index": 0},
+    {"type": "message_delta", "delta": {"stop_reason": "end_turn"}, "usage": {"output_tokens": 2}},
+    {"type": "message_stop"}]
+
+
 async def test_the_anthropic_path_takes_the_configured_cap_too(tmp_path):
-    events = [
-        {"type": "message_start", "message": {"id": "m", "type": "message", "role": "assistant", "content": [],
-                                              "model": "claude-opus-4-1-20250805", "usage": {"input_tokens": 3}}},
-        {"type": "content_block_start", "index": 0, "content_block": {"type": "text", "text": "Hi."}},
-        {"type": "content_block_stop", "index": 0},
-        {"type": "message_delta", "delta": {"stop_reason": "end_turn"}, "usage": {"output_tokens": 2}},
-        {"type": "message_stop"}]
     with FakeServer() as srv:
-        srv.replies.append(Reply(chunks=sse(*events, event_names=True)))
+        srv.replies.append(Reply(chunks=sse(*ANTHROPIC_HI, event_names=True)))
         toml = '[models."anthropic/claude-opus-4-1"]\nmax_output = 32\n'
         async with registry_for(tmp_path, toml, ANTHROPIC_API_KEY="sk-ant-x", ANTHROPIC_BASE_URL=srv.url) as reg:
             await chat(tmp_path, reg, ["hello"], model="anthropic/claude-opus-4-1")
@@ -457,15 +460,8 @@ async def test_a_server_that_names_no_model_claims_none(tmp_path):
 
 
 async def test_anthropic_reports_its_model_in_message_start(tmp_path):
-    events = [
-        {"type": "message_start", "message": {"id": "m", "type": "message", "role": "assistant", "content": [],
-                                              "model": "claude-opus-4-1-20250805", "usage": {"input_tokens": 3}}},
-        {"type": "content_block_start", "index": 0, "content_block": {"type": "text", "text": "Hi."}},
-        {"type": "content_block_stop", "index": 0},
-        {"type": "message_delta", "delta": {"stop_reason": "end_turn"}, "usage": {"output_tokens": 2}},
-        {"type": "message_stop"}]
     with FakeServer() as srv, in_memory() as exported:
-        srv.replies.append(Reply(chunks=sse(*events, event_names=True)))
+        srv.replies.append(Reply(chunks=sse(*ANTHROPIC_HI, event_names=True)))
         async with registry_for(tmp_path, "", ANTHROPIC_API_KEY="sk-ant-x", ANTHROPIC_BASE_URL=srv.url) as reg:
             await chat(tmp_path, reg, ["hello"], model="anthropic/claude-opus-4-1")
         [span] = [s for s in exported.get_finished_spans() if s.attributes.get(sc.OPERATION_NAME) == "chat"]

@@ -52,6 +52,7 @@ from orchestrator.core.errors import InputError, RoomNotFound
 from orchestrator.core.events import message_event
 from orchestrator.core.types import ImageBlock, ToolResultBlock
 from orchestrator.providers.catalog import Catalog
+from orchestrator.store.usage import UsageLog
 from orchestrator.room.room import checked_line
 from orchestrator.team.schema import Team
 from orchestrator.web.feed import Key, frame, parse_id
@@ -186,7 +187,6 @@ def build_app(host: Host, token: str, hosts: Hosts, *, peers: Peers | None = Non
                 "members": [{"name": n, "description": m.spec.description, "anonymous": m.anonymous}
                             for n, m in room.members.items()],
                 "tasks": list(room.ledger.tasks.values()), "asking": room.asking,
-                "usage": await room.usage_report(host.models.prices or Catalog().price),
             })
 
     async def events(request: Request) -> Response:
@@ -322,6 +322,16 @@ def build_app(host: Host, token: str, hosts: Hosts, *, peers: Peers | None = Non
             room.answer(reply.answer, reply.request_id)  # type: ignore[arg-type]
             return _json({"answered": True})
 
+    async def usage(request: Request) -> Response:
+        """What the room spent, as the store has it: a turn's rows wait up to a second to ride the room's next
+        write (room/bus.py), and a page's look is no reason to write them sooner. Any worker can answer."""
+        record = await host.store.room(request.path_params["room_id"])
+        if record is None:
+            raise RoomNotFound(f"no room {request.path_params['room_id']!r} in this database")
+        log = UsageLog(host.store)
+        await log.ready()
+        return _json(await log.report([record.id], host.models.prices or Catalog().price))
+
     async def agent_view(request: Request) -> Response:
         async with host.room(request.path_params["room_id"]) as hosted:
             if isinstance(hosted, Elsewhere):
@@ -350,6 +360,7 @@ def build_app(host: Host, token: str, hosts: Hosts, *, peers: Peers | None = Non
         Route("/rooms/{room_id}/stop", api(stop), methods=["POST"]),
         Route("/rooms/{room_id}/answers", api(answer), methods=["POST"]),
         Route("/rooms/{room_id}/agents/{name}", api(owned(agent_view))),
+        Route("/rooms/{room_id}/usage", api(usage)),
         Mount("/static", StaticFiles(directory=str(HERE / "static")), name="static"),
     ]), hosts)
 

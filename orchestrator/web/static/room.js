@@ -159,7 +159,6 @@ async function refreshState() {
       row.insertCell().textContent = v;
     }
   }
-  if (s.usage) renderUsage(s.usage);
   const names = s.members.map((m) => m.name);
   if (names.join() !== members.join()) {
     members = names;
@@ -173,6 +172,17 @@ async function refreshState() {
 
 // What the room spent, per agent and model, as `show --usage` prints it: the cached share is what a prompt
 // cache billed at its cached price.
+let usageTimer = null;
+function usageSoon(delay) {  // after the room's usage rows are written (they wait about a second)
+  if (usageTimer === null) usageTimer = setTimeout(refreshUsage, delay);
+}
+
+async function refreshUsage() {
+  usageTimer = null;
+  const r = await api(`${PATH}/usage`);
+  if (r.ok) renderUsage(await r.json());
+}
+
 function renderUsage(usage) {
   const body = $("usage").querySelector("tbody");
   body.replaceChildren();
@@ -417,11 +427,13 @@ function handle(ev) {
       for (const [agent, node] of streams) { node.classList.add("cut"); streams.delete(agent); }
       note(`■ stopped: ${ev.reason}`, "stopped");
       stateSoon();
+      usageSoon(1500);
       break;
     case "error": note(`! ${ev.agent ? ev.agent + ": " : ""}${ev.message}`, "error"); break;
     case "retry": note(`↻ ${ev.agent}: ${ev.reason}, retry ${ev.attempt} in ${ev.delay.toFixed(2)} s`, "dim"); break;
     case "compaction": note(`⇣ ${ev.agent}: history compacted ${ev.tokens_before} → ${ev.tokens_after} tokens`, "dim"); break;
-    case "turn": case "done": stateSoon(); break;
+    case "turn": stateSoon(); break;
+    case "done": stateSoon(); usageSoon(1500); break;
   }
   onTimeline(ev);
   const viewed = $("agent").value;  // the agent view follows what lands in that agent's partition
@@ -436,7 +448,7 @@ function gone(error) {
 
 follow(`${PATH}/events`, {
   event: (data) => handle(JSON.parse(data)),
-  open: () => { $("link").textContent = "live"; $("link").classList.remove("down"); refreshState(); },
+  open: () => { $("link").textContent = "live"; $("link").classList.remove("down"); refreshState(); usageSoon(0); },
   down: () => { $("link").textContent = "reconnecting…"; $("link").classList.add("down"); },
   gone,
 });
