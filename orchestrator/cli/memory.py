@@ -1,4 +1,4 @@
-"""`orchestrator memory show|edit|export`: the user sees and changes everything the agents keep (M1).
+"""`orchestrator memory show|edit|export`: the user sees and changes everything the agents keep.
 
 The user's own edit is not refused by the scanner, only warned about: the person at the keyboard decides.
 """

@@ -1,4 +1,4 @@
-"""The event stream: what a turn yields (E1) and what a room publishes (scenario-format.md).
+"""The event stream: what a turn yields and what a room publishes (scenario-format.md).
 
 Each event encodes to one JSON object with `type`, `room` and `ts`; the contract's field names are the Struct fields.
 """
@@ -125,7 +125,7 @@ class ErrorEvent(Event, tag="error"):
 
 
 class Confirm(Event, tag="confirm"):
-    """A tool wants to do something risky (E17): the user answers once, run (this run) or deny."""
+    """A tool wants to do something risky: the user answers once, run (this run) or deny."""
 
     agent: str
     request_id: str
@@ -134,7 +134,7 @@ class Confirm(Event, tag="confirm"):
 
 
 class Evolution(Event, tag="evolution"):
-    """The self-improvement pass ran (M5): proposed (staged, not applied), nothing, refused or failed."""
+    """The self-improvement pass ran: proposed (staged, not applied), nothing, refused or failed."""
 
     status: str
     proposal: str = ""  # the staged proposal's id

@@ -15,7 +15,7 @@ if TYPE_CHECKING:
 
 @cache
 def _env() -> jinja2.Environment:
-    import jinja2  # with the first prompt rendered, not with every import (~15 ms)
+    import jinja2  # with the first prompt rendered, not with every import
 
     env = jinja2.Environment(
         loader=jinja2.FileSystemLoader(str(data_dir("prompts"))),
@@ -41,6 +41,6 @@ def render(template: str, **values: object) -> str:
 def _template(name: str) -> jinja2.Template:
     template = _env().get_template(name)
     # Its globals as a plain dict, not jinja's ChainMap over the environment's: every render copies them, and a
-    # ChainMap's copy was most of a small render (worker_task.md.j2: 6.8 -> 2.2 us). Nothing adds globals later.
+    # ChainMap's copy was most of a small render (bench/README.md has the figures). Nothing adds globals later.
     template.globals = dict(template.globals)
     return template

@@ -1,4 +1,4 @@
-"""Backoff for retryable provider errors (E10): exponential, jittered, capped at 30 s.
+"""Backoff for retryable provider errors: exponential, jittered, capped at 30 s.
 
 A server's retry-after wins over the computed delay; errors that are not retryable never wait, and a class
 that names its own smaller number of retries gets no more.

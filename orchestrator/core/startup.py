@@ -47,7 +47,7 @@ def hidden_while(names: tuple[str, ...], load):  # noqa: ANN001, ANN201 - any im
                 del sys.modules[name]
 
 
-class _Hiding:  # an import loader (not importlib.abc's: importing that alone costs ~30 ms)
+class _Hiding:  # an import loader (not importlib.abc's: importing that alone is slow)
     def __init__(self, loader):  # noqa: ANN001
         self._loader = loader
 

@@ -1,4 +1,4 @@
-"""Token estimation by script (E6): a fast, deliberately pessimistic count without a tokenizer.
+"""Token estimation by script: a fast, deliberately pessimistic count without a tokenizer.
 
 A weighted sum of byte-class counts, fitted against cl100k_base and a Claude-style BPE (bench/calibrate_tokens.py).
 """
@@ -34,11 +34,11 @@ CYRILLIC = b"C"  # D0-D4
 ARMENIAN = b"Y"  # D5-D6
 HEBREW = b"H"  # D7
 ARABIC = b"R"  # D8-DF: Arabic, Syriac, Thaana, NKo
-BRAHMIC = b"I"  # E0: U+0800-0FFF, the Indic scripts, Thai, Lao, Tibetan
-E1_LETTERS = b"X"  # E1: U+1000-1FFF, Myanmar, Georgian, Khmer, Vietnamese ạ ế ộ (Latin Extended Additional)
-SYMBOLS = b"P"  # E2: U+2000-2FFF, “ ” — …, arrows, maths, box drawing, ✅ ❤
-KANA = b"J"  # E3: U+3000-3FFF, CJK punctuation 、。「」, hiragana, katakana
-HAN = b"K"  # E4-E9: CJK unified ideographs
+BRAHMIC = b"I"  # 0xE0: U+0800-0FFF, the Indic scripts, Thai, Lao, Tibetan
+E1_LETTERS = b"X"  # 0xE1: U+1000-1FFF, Myanmar, Georgian, Khmer, Vietnamese ạ ế ộ (Latin Extended Additional)
+SYMBOLS = b"P"  # 0xE2: U+2000-2FFF, “ ” — …, arrows, maths, box drawing, ✅ ❤
+KANA = b"J"  # 0xE3: U+3000-3FFF, CJK punctuation 、。「」, hiragana, katakana
+HAN = b"K"  # 0xE4-0xE9: CJK unified ideographs
 HANGUL = b"O"  # EA-ED: Hangul syllables
 COMPAT = b"F"  # EE-EF: private use, CJK compatibility, variation selectors, fullwidth ，！（）
 ASTRAL = b"E"  # F0-F4: four-byte characters, emoji, CJK extension B

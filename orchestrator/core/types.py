@@ -17,7 +17,7 @@ class TextBlock(Struct, tag="text", frozen=True, gc=False):
 
 
 class ThinkingBlock(Struct, tag="thinking", frozen=True, gc=False):
-    """Model reasoning; `signature` must be echoed verbatim to the same model (P3)."""
+    """Model reasoning; `signature` must be echoed verbatim to the same model."""
 
     thinking: str
     signature: str = ""
@@ -51,8 +51,8 @@ MessageKind = Literal["user", "text", "tool_call", "tool_result", "task", "summa
 class Message(Struct, kw_only=True, frozen=True, gc=False):
     """One committed entry of a room: who wrote it, who may see it, and its blocks.
 
-    `visible_to` is fixed at posting time (G3). `provider`/`model` stamp what produced an
-    assistant message (P3); `seq` and `ts` are assigned by the store (G6).
+    `visible_to` is fixed at posting time. `provider`/`model` stamp what produced an
+    assistant message; `seq` and `ts` are assigned by the store.
     """
 
     id: str
@@ -180,7 +180,7 @@ class ModelMessage(Struct, frozen=True, gc=False):
 class Request(Struct, kw_only=True):
     """One model call: the system prompt, the agent's view of history, and its tools.
 
-    `auxiliary` marks summaries and other side calls, which get small output caps (E16).
+    `auxiliary` marks summaries and other side calls, which get small output caps.
     """
 
     agent: str

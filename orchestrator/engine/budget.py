@@ -1,4 +1,4 @@
-"""Fitting one outgoing request into its token budget (E7), and the output room its window leaves;
+"""Fitting one outgoing request into its token budget, and the output room its window leaves;
 the stored history never changes.
 
 First, a message too long to fit even alone is left out, a short note in its place. Then three steps, each

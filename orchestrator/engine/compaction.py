@@ -1,4 +1,4 @@
-"""Compaction (E5): summarize the older part of a partition once clearing old tool results cannot keep
+"""Compaction: summarize the older part of a partition once clearing old tool results cannot keep
 its requests under 80% of the window.
 
 The summary call is the agent's own request (its system prompt, tools and history, as sent) with the
@@ -30,7 +30,7 @@ from orchestrator.trace.spans import OFF, Span
 
 log = logger(__name__)
 
-SUMMARY_OUTPUT = 2048  # an auxiliary call: small cap (E16), and never more than a quarter of a small window
+SUMMARY_OUTPUT = 2048  # an auxiliary call: small cap, and never more than a quarter of a small window
 KEEP = 0.25  # share of the window the kept tail may take
 
 

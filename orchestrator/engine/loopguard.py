@@ -1,4 +1,4 @@
-"""Loop detection (E15): the same call (name and arguments) repeated back to back, and the same round of
+"""Loop detection: the same call (name and arguments) repeated back to back, and the same round of
 calls (a response's calls, in any order) repeated response after response.
 
 A nudge at the 3rd repeat, a forced stop at the 5th, for a call and for a round alike; anything different

@@ -1,7 +1,7 @@
-"""One agent's partition of a room's history (G3), kept as the model will see it.
+"""One agent's partition of a room's history, kept as the model will see it.
 
-Messages are converted once on arrival and token-estimated once (E6 memo); tool results are
-placed right after their own call, so a user line that landed mid-round never splits a pair (E3).
+Messages are converted once on arrival and token-estimated once (memoised); tool results are
+placed right after their own call, so a user line that landed mid-round never splits a pair.
 
 Finished work is not re-read. When a task message reaches the member it is for (dispatch_to, run_worker
 and hand_off_to all post one), the tool results of the work it already finished, everything before its
@@ -86,7 +86,7 @@ class Partition:
 
     def append(self, msg: Message, addressed: bool | None = None) -> None:
         """Add a message the viewer may see. `addressed` says whether it asks for an answer
-        (default: anything someone else wrote); only those make a running turn go on (G10)."""
+        (default: anything someone else wrote); only those make a running turn go on."""
         self.messages.append(msg)
         if msg.replaces:
             for rid in msg.replaces:

@@ -1,4 +1,4 @@
-"""The run loop of one agent (E1-E3, E10-E15, G10): an async generator of turn events.
+"""The run loop of one agent: an async generator of turn events.
 
 It knows nothing of rooms: history comes in as a Partition, messages go out through `commit`,
 and whoever drives it decides who may see what. `run` is the non-streaming entry; it consumes the stream.
@@ -62,7 +62,7 @@ class Agent:
 
     name: str
     provider: Provider
-    model: str  # the model id sent to the provider, stamped on what it writes (P3)
+    model: str  # the model id sent to the provider, stamped on what it writes
     system: str
     tools: Registry = field(default_factory=Registry)
     workspace: Path = field(default_factory=Path.cwd)
@@ -71,8 +71,8 @@ class Agent:
     retry: RetryPolicy = field(default_factory=RetryPolicy)
     cache_key: str = ""
     window: int = 200_000  # the model's real context window, in tokens
-    budget: int | None = None  # tokens per request (E7); default: the window less an output reserve
-    compact_at: float = 0.8  # share of the window that triggers compaction (E5)
+    budget: int | None = None  # tokens per request; default: the window less an output reserve
+    compact_at: float = 0.8  # share of the window that triggers compaction
     session: ToolSession | None = None  # what tools share; alone, a session over `workspace`
     system_tokens: int = -1  # the system prompt's estimate, when the caller keeps it; else estimated here
 
@@ -102,7 +102,7 @@ async def run_turn(agent: Agent, partition: Partition, commit: Commit, meter: Me
                    links: tuple[Span, ...] = ()) -> AsyncGenerator[Event, None]:
     """One turn over `partition`: model call, tools, again, until the model stops calling tools.
 
-    The caller has already committed the user's line (S3). Drafts passed to `commit` carry
+    The caller has already committed the user's line. Drafts passed to `commit` carry
     `visible_to=[agent]`; the caller widens them by its own rules. The turn's span nests under the
     caller's current span; `links` name spans it follows from without being inside them.
     """
@@ -123,8 +123,9 @@ async def run_turn(agent: Agent, partition: Partition, commit: Commit, meter: Me
             _narrow(agent, await server_window(agent.provider, agent.model,
                                                ask=partition.tokens + fixed >= ASK_WINDOW_FROM))
             request, history = _request(agent, partition, specs, fixed)
-            # E5: checked before every call, so after each tool round and also for agents that only talk; measured
-            # once old results are cleared, so the summary call waits until clearing cannot keep the request under
+            # Compaction is checked before every call, so after each tool round and also for agents that only
+            # talk; measured once old results are cleared, so the summary call waits until clearing cannot keep
+            # the request under its threshold
             if history >= _compact_from(agent, fixed):
                 side: list[CallUsage] = []
                 # the summary call repeats this very request, so its prefix is the one the last call cached
@@ -159,7 +160,7 @@ async def run_turn(agent: Agent, partition: Partition, commit: Commit, meter: Me
                         raise
                     break
                 except ContextOverflowError as exc:
-                    # E10: compact and retry once; if that cannot help, the overflow goes up (E9)
+                    # An overflow: compact and retry once; if that cannot help, the overflow goes up
                     _narrow(agent, exc.window)  # the refusal named the real window: compact to that
                     side = []
                     if not compacted:
@@ -199,7 +200,7 @@ async def run_turn(agent: Agent, partition: Partition, commit: Commit, meter: Me
             if meter:
                 meter.on_usage(agent.name, call)
             if not calls:
-                if partition.unread:  # a line arrived while the model spoke: answer it in this turn (G10)
+                if partition.unread:  # a line arrived while the model spoke: answer it in this turn
                     continue
                 yield _done(span, agent, response.stop_reason, block_text(response.blocks), usage,
                             response=response)

@@ -1,7 +1,7 @@
-"""Running one response's tool calls: adjacent read-only calls as one concurrent group (E13).
+"""Running one response's tool calls: adjacent read-only calls as one concurrent group.
 
 A writing tool is a barrier; results come back in declared order whatever finishes first,
-and a failing or unknown tool becomes an error result for the model, never a crash (E10).
+and a failing or unknown tool becomes an error result for the model, never a crash.
 """
 from __future__ import annotations
 

@@ -116,8 +116,8 @@ SELECT c.id FROM likely JOIN kb_chunks c USING (id) JOIN terms ON c.words @@ ter
 GROUP BY c.id
 ORDER BY sum(terms.idf * ts_rank('{0.5, 0, 0, 1}', c.words, terms.q, 0)) DESC, c.id
 LIMIT ?"""
-# × depth: among 100,000 chunks the labelled questions kept their recall@5 and 99 % of the top 50 of ranking
-# every candidate, and the slowest searches took 45 ms instead of 110-160 (bench/README.md).
+# × depth: on a large base the labelled questions kept their recall and nearly all of the top results of ranking
+# every candidate, and the slowest searches became several times faster (bench/README.md has the figures).
 _PG_SHORTLIST = 10
 
 # A run of a space-less script is looked for as it is (LIKE, served by the pg_trgm index when the server has

@@ -1,4 +1,4 @@
-"""The knowledge base (M4): documents chunked on line boundaries, indexed by full text and by vectors.
+"""The knowledge base: documents chunked on line boundaries, indexed by full text and by vectors.
 Owns chunking, the kb_* tables (SQLite, PostgreSQL, in memory) behind one interface and hybrid retrieval (RRF).
 """
 from __future__ import annotations
@@ -184,8 +184,8 @@ class _Matrix:
 
 
 def _nearest(m: _Matrix, q: np.ndarray, depth: int, floor: float) -> list[tuple[int, float]]:
-    # einsum, not `@`: OpenBLAS's threaded gemv was slower here (30 vs 20 ms at 100k x 768) and, on a busy
-    # machine, its spinning threads turned 1 ms searches into 10-40 ms ones; einsum stays on this one thread.
+    # einsum, not `@`: OpenBLAS's threaded gemv was slower here and, on a busy
+    # machine, its spinning threads made quick searches many times slower; einsum stays on this one thread.
     np = numpy()
     sims = np.einsum("ij,j->i", m.rows, q)
     n = min(depth, len(sims))

@@ -1,4 +1,4 @@
-"""Cross-session memory (M1): the user profile and the notes, their caps, and the snapshot of both that
+"""Cross-session memory: the user profile and the notes, their caps, and the snapshot of both that
 is frozen into every agent's system prompt at the start of a turn. Kept in the Store's file, table `memory`.
 """
 from __future__ import annotations
@@ -57,7 +57,7 @@ class Conflict(NoteError):
 
 class Memory:
     """The profile and the notes of one database. Writes from the model go through add, replace and
-    remove, which scan first (M3); `rewrite` is the user's own edit and is not scanned."""
+    remove, which scan first; `rewrite` is the user's own edit and is not scanned."""
 
     def __init__(self, store: Store, *, profile_cap: int = PROFILE_CAP, notes_cap: int = NOTES_CAP):
         self._store = store

@@ -1,4 +1,4 @@
-"""The injection scanner (M3): what a memory write may not carry into a system prompt, by classes of behaviour.
+"""The injection scanner: what a memory write may not carry into a system prompt, by classes of behaviour.
 
 Overriding earlier instructions, bypassing approval, instructions dressed as preferences (answering
 permission prompts for the user, ranking a memory above the system prompt, switching the sandbox off,
@@ -181,7 +181,7 @@ _EXTRA_LOOKALIKES = {
 
 @cache
 def _lookalikes() -> dict[int, str]:
-    from confusable_homoglyphs import confusables  # its data loads in about 50 ms: only when first scanning
+    from confusable_homoglyphs import confusables  # its data is slow to load: only when first scanning
     table: dict[int, str] = {}
     for char, glyphs in confusables.confusables_data.items():
         if len(char) != 1 or char.isascii() or unicodedata.category(char)[0] not in "LN":

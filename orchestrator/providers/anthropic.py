@@ -1,5 +1,5 @@
 """The Anthropic Messages provider: request bodies (roles merged, thinking echoed, cache breakpoints) and
-the streamed reply parsed into stream events, with every failure mapped to an error class (provider-protocols.md §2).
+the streamed reply parsed into stream events, with every failure mapped to an error class.
 """
 from __future__ import annotations
 
@@ -51,7 +51,7 @@ def _image(b: ImageBlock) -> dict[str, Any]:
 
 def _tool_result(b: ToolResultBlock) -> dict[str, Any]:
     out: dict[str, Any] = {"type": "tool_result", "tool_use_id": b.call_id, "is_error": b.is_error}
-    if b.images:  # Anthropic takes a tool's images inside its result (E4), so no extra user message
+    if b.images:  # Anthropic takes a tool's images inside its result, so no extra user message
         out["content"] = ([{"type": "text", "text": b.content}] if b.content.strip() else []) + \
             [_image(i) for i in b.images]
     elif b.content:
@@ -89,7 +89,7 @@ def _user_blocks(blocks: list[Block]) -> tuple[list[dict[str, Any]], list[dict[s
 def build_body(request: Request, provider_id: str, max_tokens: int, thinking: int | None = None) -> dict[str, Any]:
     """The JSON body of one streamed Messages call.
 
-    Cache breakpoints (at most 4, P4): the last tool definition and the system block cache the stable
+    Cache breakpoints (Anthropic allows at most 4): the last tool definition and the system block cache the stable
     prefix; the last block of the last user message caches the conversation so far, and the same mark
     on the user message before it makes the previous call's entry an exact hit even when one round
     added more blocks than the API looks back over (about 20).
@@ -406,7 +406,7 @@ def whole_message(payload: Any) -> list[SSE]:
 # --- provider ---------------------------------------------------------------------------
 
 class Anthropic:
-    """One Anthropic endpoint and key; `stream` is the only call the engine makes (P1)."""
+    """One Anthropic endpoint and key; `stream` is the only call the engine makes."""
 
     def __init__(self, *, id: str = "anthropic", base_url: str = "https://api.anthropic.com",  # noqa: A002
                  api_key: str | None = None, client: httpx.AsyncClient | None = None,

@@ -1,4 +1,4 @@
-"""The one provider interface (P1), the helper that turns a stream into a whole response, and the one that
+"""The one provider interface, the helper that turns a stream into a whole response, and the one that
 asks any provider for the window its server said it has.
 
 The engine sees only this: every vendor quirk stays inside its provider module.
@@ -113,7 +113,7 @@ class Assembler:
 
 
 async def complete(provider: Provider, request: Request, retry: RetryPolicy | None = None) -> Response:
-    """Non-streaming call: consumes the same stream (one implementation, E1). `retry`: retryable errors wait and
+    """Non-streaming call: consumes the same stream (one implementation of the call). `retry`: retryable errors wait and
     try again as that policy says (an auxiliary call has no turn whose loop would retry it)."""
     attempt = 0
     while True:
@@ -133,7 +133,7 @@ async def complete(provider: Provider, request: Request, retry: RetryPolicy | No
 
 
 def thinking_for(messages: list[ModelMessage], provider: str, model: str) -> list[ModelMessage]:
-    """P3: thinking goes back verbatim (signature included) only to the model that wrote it.
+    """Thinking goes back verbatim (signature included) only to the model that wrote it.
 
     For any other model it becomes plain text, and redacted thinking (opaque to everyone else) is dropped.
     """

@@ -17,11 +17,11 @@ Dollars = Annotated[float, Meta(ge=0)]
 
 
 class ModelInfo(Struct, frozen=True, kw_only=True):
-    context_window: int  # tokens the model reads at once (E5 compacts at 80% of it)
+    context_window: int  # tokens the model reads at once (history is compacted at `compact_at` of it)
     max_output: int  # the vendor's cap on output tokens for one response
-    images_in_tool_results: bool = False  # False: the engine moves images to a user message (E4)
+    images_in_tool_results: bool = False  # False: the engine moves images to a user message
     thinking: bool = False  # the model reasons before answering (thinking blocks, reasoning effort)
-    compact_at: float = 0.8  # share of the window at which history is compacted (E5)
+    compact_at: float = 0.8  # share of the window at which history is compacted
     thinking_budget: int | None = None  # tokens of extended thinking to ask for (Anthropic); None: off
     note: str = ""
     # List prices in US dollars per million tokens; None: unknown, so no cost is shown.

@@ -1,5 +1,5 @@
 """What every HTTP vendor shares: timeouts, retry-after headers, transport faults as error classes,
-and the overflow wording check (provider-protocols.md §5, §7).
+and the overflow wording check.
 
 Vendor modules decide the class of a body; this module owns everything that does not depend on the vendor.
 """

@@ -1,5 +1,5 @@
 """OpenAI-compatible Chat Completions, streamed: OpenAI and its imitators (Ollama, vLLM, llama.cpp, OpenRouter).
-Owns the request body, the chunk parser with each server's quirks (provider-protocols.md §1, §6), error classes,
+Owns the request body, the chunk parser with each server's quirks, error classes,
 and asking a server for the window it runs a model with.
 """
 from __future__ import annotations
@@ -48,7 +48,7 @@ def build_body(request: Request, provider_id: str, *, official: bool) -> dict:
         body["max_completion_tokens" if official else "max_tokens"] = request.max_output_tokens
     if official and request.cache_key:
         key = request.cache_key
-        # P4: a sha256 hex digest is exactly 64 characters, so long keys stay unique and within the limit.
+        # The cache key: a sha256 hex digest is exactly 64 characters, so long keys stay unique and within the limit.
         body["prompt_cache_key"] = key if len(key) <= _CACHE_KEY_MAX else hashlib.sha256(key.encode()).hexdigest()
     return body
 
@@ -83,7 +83,7 @@ def _user_side(run: list[ModelMessage]) -> list[dict]:
     """Tool messages first, right after the assistant turn; then one user message.
 
     A tool message holds text only, so a tool's images travel in the user message that follows all the
-    tool messages of the round (E4), ahead of whatever the user said.
+    tool messages of the round, ahead of whatever the user said.
     """
     tools: list[dict] = []
     parts: list[dict] = []

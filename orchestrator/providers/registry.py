@@ -1,4 +1,4 @@
-"""Routing (P2): a model string becomes a provider and a model id, built from the configuration.
+"""Routing: a model string becomes a provider and a model id, built from the configuration.
 The registry owns every provider and httpx client it creates (closed on exit) and the credential checks.
 """
 from __future__ import annotations

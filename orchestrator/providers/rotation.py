@@ -1,4 +1,4 @@
-"""Rotation below the runner (P5): one Provider over several candidates of one vendor (keys, endpoints).
+"""Rotation below the runner: one Provider over several candidates of one vendor (keys, endpoints).
 It owns which candidate serves a call, the in-memory cooldowns, and when a failure moves on or goes up.
 """
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""Server-sent events framing, shared by every streaming vendor (provider-protocols.md §0).
+"""Server-sent events framing, shared by every streaming vendor.
 
 Hand-written rather than httpx-sse: the status is checked before parsing, comments are kept
 visible for keep-alive accounting, and llama.cpp's non-standard `error:` field is surfaced.

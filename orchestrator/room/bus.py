@@ -54,7 +54,7 @@ class Bus:
                    alone: bool = False, answers: int | None = None) -> Message:
         """Commit a message: store, partitions of everyone allowed to see it, then subscribers.
 
-        Only the members in `notify` are asked to answer it; the others just see it (G3). `task` (an
+        Only the members in `notify` are asked to answer it; the others just see it. `task` (an
         assignment's ledger entry) is committed with it, in one transaction, which the assignments made in the
         same scheduler pass (a response's parallel dispatches) share, unless it is `alone` (the only one in its
         response); so is `answers`, the newest seq an agent's reply answers.

@@ -1,4 +1,4 @@
-"""The commander's three assignment tools (G4): dispatch_to, run_worker and hand_off_to.
+"""The commander's three assignment tools: dispatch_to, run_worker and hand_off_to.
 
 They are ordinary engine tools that close over the room; the engine never learns what a room is, and
 these tools know the room only through the `Host` surface below.

@@ -1,4 +1,4 @@
-"""The floor (G7): who answers a user line that names nobody. The commander holds it unless it handed
+"""The floor: who answers a user line that names nobody. The commander holds it unless it handed
 it to an interactive member, which keeps it until its message ends with `<handback />`.
 
 Every change is persisted before it is announced, so a reopened room gives the floor to the same member.

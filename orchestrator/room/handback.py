@@ -1,4 +1,4 @@
-"""The handback marker (G7): strict detection, removal from stored text, and hold-back while streaming.
+"""The handback marker: strict detection, removal from stored text, and hold-back while streaming.
 
 Only `<handback />` standing at the very end of a message, after whitespace or at its start,
 hands the floor back; a quoted marker, `<handback` or `<handbacks/>` in prose is just text.

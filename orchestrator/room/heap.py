@@ -29,8 +29,7 @@ from orchestrator.core import startup
 SETTLE = 1.0  # seconds between the heap's freezes: how long cyclic garbage waits, what a pass walks
 GAP = 60.0  # seconds at least between thaws for growth: rooms opening (live data, not garbage) grow memory fast
 # Settles at most between two young passes while they find no garbage: a pass walks every object the second left
-# alive (at 1,000 rooms waiting on their models, each one's turn in flight: ~45,000 objects, ~100 ms, once a
-# second); a busy host makes no cycles in steady state, so the walks back off, and one that finds any comes back.
+# alive (with many rooms waiting on their models, each one's turn in flight, that is costly once a second); a busy host makes no cycles in steady state, so the walks back off, and one that finds any comes back.
 LONGEST = 16
 
 
@@ -84,7 +83,7 @@ class Heap:
             self._spacing = 1 if gc.collect(1) else min(2 * self._spacing, LONGEST)
             self._until = self._spacing
         self._until -= 1
-        # Blocks in use, not gc.get_freeze_count(), which walks every frozen object (~0.1 s for 600,000).
+        # Blocks in use, not gc.get_freeze_count(), which walks every frozen object.
         used = self._used()
         now = time.monotonic()
         if not self._thawed:

@@ -1,4 +1,4 @@
-"""The light task ledger (G5): task, assignee, status, result summary, and whether the commander read it.
+"""The light task ledger: task, assignee, status, result summary, and whether the commander read it.
 
 Every change is persisted and announced as a `task` event; the commander's prompt renders it. A task whose
 report becomes a tool result is closed with that result's commit: both are on disk, or neither.

@@ -1,4 +1,4 @@
-"""Confirmation questions (E17): a tool asks "may I run this?", the room publishes a `confirm` event,
+"""Confirmation questions: a tool asks "may I run this?", the room publishes a `confirm` event,
 and whoever follows the room (the shell, a scenario's `confirm:` turn) answers it.
 
 With nobody there to answer, every question is denied at once: a risky command never runs unasked.

@@ -1,5 +1,5 @@
-"""Skills in a room (X1): which skills each member may use, its catalog and activate_skill tool for a turn,
-a skill the user invokes for the next line, and the self-improvement pass once the room is idle (M5).
+"""Skills in a room: which skills each member may use, its catalog and activate_skill tool for a turn,
+a skill the user invokes for the next line, and the self-improvement pass once the room is idle.
 
 The open (untrusted) tier reaches the commander only; a worker's `skills` may never name such a skill.
 """

@@ -49,7 +49,7 @@ def allowed_names(patterns: list[str]) -> tuple[set[str], list[str]]:
 
 def content(skill: Skill, session: ToolSession, *, untrusted: bool) -> str:
     """What activation returns: the instructions (no front matter) and the list of bundled files."""
-    from xml.sax.saxutils import quoteattr  # when a skill is shown: it loads urllib.request (~10 ms)
+    from xml.sax.saxutils import quoteattr  # when a skill is shown: it loads urllib.request
     folder = Path(skill.folder)
     files = [shown(session, folder / f) for f in bundled_files(folder)]
     # the body cannot close the wrapper early and pose as text of ours

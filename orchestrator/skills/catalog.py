@@ -35,7 +35,7 @@ def _shorten(text: str, limit: int | None) -> str:
 
 
 def _line(item: Listed, limit: int | None, locations: bool) -> str:
-    from xml.sax.saxutils import quoteattr  # when a skill is shown: it loads urllib.request (~10 ms)
+    from xml.sax.saxutils import quoteattr  # when a skill is shown: it loads urllib.request
     s = item.skill
     attrs = f"name={quoteattr(s.name)}"
     if locations:

@@ -1,4 +1,4 @@
-"""Proposals (M5): changes the self-improvement pass suggests, staged as files until the user decides.
+"""Proposals: changes the self-improvement pass suggests, staged as files until the user decides.
 
 Each lives in the workspace's `.agents/proposed/<id>/` with its new text, a diff and where it came from
 (room, seq range, `created_by: agent`); accepting re-checks every rule, rejecting keeps it for the record.

@@ -1,7 +1,7 @@
 """One skill folder in the open SKILL.md format (agentskills.io): reading it, and every way it can be wrong.
 
 `read_skill` parses leniently, as the specification's integration guide advises, and reports each problem
-with file:line; the injection scanner (M3) reads SKILL.md and every file it bundles (bundle.py) before
+with file:line; the injection scanner reads SKILL.md and every file it bundles (bundle.py) before
 anything may show them to a model, and the risk classifier the commands they would run.
 """
 from __future__ import annotations
@@ -161,7 +161,7 @@ class _Reader:
         return None if any(p.severity == "error" for p in self.problems) else skill
 
     def _front_matter(self, source: str) -> tuple[dict[str, Any], dict[str, int]] | None:
-        import yaml  # with the first SKILL.md read, not with every import of the room (~12 ms)
+        import yaml  # with the first SKILL.md read, not with every import of the room
 
         loader = getattr(yaml, "CSafeLoader", yaml.SafeLoader)  # the C parser when PyYAML has it: marks all the same
         try:

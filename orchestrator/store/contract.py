@@ -89,7 +89,7 @@ class Store(Protocol):
         ...
 
     async def load(self, room_id: str, *, size: int | None = None) -> list[Message]:
-        """Heal the room's history (S2) in one transaction, then return it in seq order; healing never hands a
+        """Heal the room's history in one transaction, then return it in seq order; healing never hands a
         seq out again. A read-only store heals a copy and writes nothing. `size`: the message count the room's
         record gave, so that a small room may load as quickly as an append. Fenced once another host took it."""
         ...

@@ -1,4 +1,4 @@
-"""The crash-safe session store (S1): rooms, their messages and tasks in one SQLite file (WAL).
+"""The crash-safe session store: rooms, their messages and tasks in one SQLite file (WAL).
 
 Small reads and writes (one room's row, tasks, an append) run on the event loop: with WAL and
 synchronous=NORMAL a commit takes tens of microseconds, less than a hop to a thread. Loading, healing,
@@ -33,9 +33,9 @@ __all__ = ["RoomRecord", "SqliteStore", "Store", "TaskRecord", "immediate"]
 T = TypeVar("T")
 BUSY_WAIT_MS = 5000
 WAL_RETRY = 0.005  # seconds between tries to switch a file that another connection holds a lock on to WAL
-WAL_PAGES = 10_000  # SQLite's own checkpoint, and the WAL's size cap (about 40 MB): store/checkpoint.py does most
-# Scheduler passes a group waits for other writes: at 200 rooms 4 gather about twice as many per transaction as 1
-# (46 against 20); on a loop with little to do a pass takes microseconds.
+WAL_PAGES = 10_000  # SQLite's own checkpoint, and the WAL's size cap (a few tens of MB): store/checkpoint.py does most
+# Scheduler passes a group waits for other writes: with many rooms, 4 gather about twice as many per transaction
+# as 1 (bench/README.md); on a loop with little to do a pass takes microseconds.
 GATHER = 4
 INBOX_POLL = 0.05  # seconds between looks at the inbox on SQLite, so a line reaches its owner this fast
 

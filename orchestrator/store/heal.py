@@ -1,4 +1,4 @@
-"""Healing on load (S2, E3): pair every tool call with exactly one result, in declared order.
+"""Healing on load: pair every tool call with exactly one result, in declared order.
 
 `plan` says what to add (under ids that depend only on the history), delete and renumber; the store applies it.
 `pairing_problems` is the check.

@@ -63,7 +63,7 @@ MIGRATIONS: dict[int, tuple[str, ...]] = {
         "CREATE INDEX kb_chunks_words ON kb_chunks USING gin (words) WITH (fastupdate = off)",
         # Vectors are float32 bytes, as in SQLite, scored in Python: no extension needed.
         "CREATE TABLE kb_vectors (chunk bigint PRIMARY KEY, model text NOT NULL, vector bytea NOT NULL)",
-        # Floats hardly compress: stored out of line as they are, never tried (3 KB at 768-d, on every write).
+        # Floats hardly compress: stored out of line as they are, never tried (a vector is kilobytes, and every write would try).
         "ALTER TABLE kb_vectors ALTER COLUMN vector SET STORAGE EXTERNAL",
         "CREATE TABLE kb_meta (key text PRIMARY KEY, value bigint NOT NULL)",
         # Runs of Thai, Chinese, Japanese... are found with LIKE, which pg_trgm's index serves. pg_trgm ships with

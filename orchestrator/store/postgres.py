@@ -180,7 +180,7 @@ class _Session:
 
     def execute(self, sql: str, params: Any = ()) -> Any:
         # Binary results: bytea arrives as it is stored, not as hex to decode (the knowledge base's vectors
-        # load 3x faster); every other type reads back the same.
+        # load much faster); every other type reads back the same.
         return self._conn.execute(_placeholders(sql), params, binary=True)
 
     def executemany(self, sql: str, rows: list[Any]) -> None:

@@ -1,4 +1,4 @@
-"""What a tool is (E12) and the one name-to-tool registry the engine reads every turn.
+"""What a tool is and the one name-to-tool registry the engine reads every turn.
 
 A tool's input is a msgspec Struct: its JSON schema is what the model is told, and decoding
 the model's arguments into it is the validation, so a bad call becomes a readable error result.
@@ -51,7 +51,7 @@ class Tool:
     args: type[msgspec.Struct] | dict[str, Any]  # a Struct, or a JSON schema taken as given
     run: Runner
     read_only: bool = False
-    parallel: bool | None = None  # may run beside adjacent calls; defaults to read_only (E13)
+    parallel: bool | None = None  # may run beside adjacent calls; defaults to read_only
     kept: bool = False  # its results survive compaction verbatim (an activated skill's instructions)
 
     @property

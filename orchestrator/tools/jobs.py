@@ -1,4 +1,4 @@
-"""Background jobs of one tool session: each runs run_command under the room's group stop (G9), with its
+"""Background jobs of one tool session: each runs run_command under the room's group stop, with its
 output in a log file and its latest lines in memory."""
 from __future__ import annotations
 
@@ -100,7 +100,7 @@ class Job:
 
 
 class JobTable:
-    """The background jobs of one ToolSession; each runs under the room's group stop (G9)."""
+    """The background jobs of one ToolSession; each runs under the room's group stop."""
 
     def __init__(self, spawn: Callable[..., None] | None):
         self._spawn = spawn  # runs fn(*args) under the group's stop; None outside a room

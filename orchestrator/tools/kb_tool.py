@@ -1,4 +1,4 @@
-"""The `search_knowledge` tool (M4): agents search the knowledge base the user built with `orchestrator kb add`.
+"""The `search_knowledge` tool: agents search the knowledge base the user built with `orchestrator kb add`.
 Owns the tool's arguments and how hits are shown: path and line range first, so an agent can cite them or read on.
 """
 from __future__ import annotations

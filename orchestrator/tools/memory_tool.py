@@ -1,6 +1,6 @@
-"""The `memory` tool (M2): the only way a model writes the cross-session profile and notes.
+"""The `memory` tool: the only way a model writes the cross-session profile and notes.
 
-The room builds it from its Memory with memory_tool(); every write is scanned before it is stored (M3).
+The room builds it from its Memory with memory_tool(); every write is scanned before it is stored.
 """
 from __future__ import annotations
 

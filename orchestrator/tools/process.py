@@ -1,4 +1,4 @@
-"""The one launch point for commands (E17, X3): run_command starts a process in its own group (and a
+"""The one launch point for commands: run_command starts a process in its own group (and a
 sandboxed one in its own cgroup where it can), keeps the head and tail of its output, kills the whole
 group on a timeout or a cancel, and says which sandbox limit a failed command went over."""
 from __future__ import annotations
@@ -18,7 +18,7 @@ from orchestrator.tools.limits import Limits, ran_into
 
 SHELL = shutil.which("bash") or "/bin/sh"
 OUTPUT_CAP = 30_000  # bytes the model sees from one command: head and tail
-KILL_GRACE = 1.0  # between TERM and KILL: short, because a stop must be prompt (G9)
+KILL_GRACE = 1.0  # between TERM and KILL: short, because a stop must be prompt
 DRAIN_GRACE = 1.0  # after the group is killed, for output still in the pipe
 EVIDENCE_CAP = 16_000  # bytes kept from a command whose output goes to a sink, to tell which limit it hit
 
@@ -74,7 +74,7 @@ class _Group:
     """A started command's process group, ended while its leader is still unreaped.
 
     Signalling the group before the leader is reaped means its id cannot have been reused (the
-    grandchild trap, stack-notes §7). A process that leaves the group on purpose (setsid, a daemon)
+    grandchild trap). A process that leaves the group on purpose (setsid, a daemon)
     escapes this; only a cgroup or a container would hold it.
     """
 

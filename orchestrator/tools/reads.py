@@ -1,4 +1,4 @@
-"""Read before write (E14): the state of each file when an agent last read or wrote it, and the
+"""Read before write: the state of each file when an agent last read or wrote it, and the
 per-file lock a writer holds from its freshness check to its rename."""
 from __future__ import annotations
 

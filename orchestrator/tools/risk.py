@@ -1,4 +1,4 @@
-"""Reading a shell command before it runs (E17): the blocklist of commands refused outright, the risk
+"""Reading a shell command before it runs: the blocklist of commands refused outright, the risk
 classifier that turns a dangerous command into a question, and whether it wants the network; nothing runs.
 
 The classifier is the asking layer in front of the OS sandbox (tools/jail.py), which holds what it

@@ -1,4 +1,4 @@
-"""The path sandbox (E18): which paths tools may touch, and the one way to open, walk and replace them.
+"""The path sandbox: which paths tools may touch, and the one way to open, walk and replace them.
 Roots are the workspace, the user's grants and, for reading only, the folders of activated skills;
 credential, system and app-data folders are never allowed.
 """

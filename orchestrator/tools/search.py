@@ -1,4 +1,4 @@
-"""The file tools that find (E18): search_files (names by glob) and grep_files (lines by pattern), over
+"""The file tools that find: search_files (names by glob) and grep_files (lines by pattern), over
 the workspace as the sandbox walks it, honouring .gitignore unless asked not to.
 """
 from __future__ import annotations
@@ -84,7 +84,7 @@ class _Ignores:
                     pass  # none there, or not readable: nothing to ignore
 
     def _add(self, folder: Path, data: bytes) -> None:
-        import pathspec  # with the first .gitignore read, not with every import of the tools (~7 ms)
+        import pathspec  # with the first .gitignore read, not with every import of the tools
 
         self._specs[folder] = pathspec.GitIgnoreSpec.from_lines(data.decode("utf-8", "replace").splitlines())
 

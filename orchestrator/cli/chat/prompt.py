@@ -2,7 +2,7 @@
 its prompt, a status toolbar, `@name` and slash-command completion, and a clean exit when abandoned.
 
 It runs under `trio.to_thread.run_sync(..., abandon_on_cancel=True)` so input stays usable while
-agents work (stack-notes §6); `close` makes an abandoned prompt thread give the terminal back.
+agents work; `close` makes an abandoned prompt thread give the terminal back.
 """
 from __future__ import annotations
 

@@ -1,7 +1,7 @@
 """The chat session: one room at a time, lines typed by the user posted to it, slash commands, answers
-to confirmation questions, Ctrl-C as the group stop (G9), and moving between rooms with /resume.
+to confirmation questions, Ctrl-C as the group stop, and moving between rooms with /resume.
 
-A line typed while agents work is simply posted: the room turns it into an interjection (G10).
+A line typed while agents work is simply posted: the room turns it into an interjection.
 """
 from __future__ import annotations
 
