@@ -1,5 +1,5 @@
 """The `orchestrator` command: one parser over the command groups (run/check, chat, serve,
-rooms/show/export, kb, memory, tokens, models, mcp, skills), and the one place errors become exit codes.
+rooms/show/export, kb, memory, tokens, models, mcp, skills, agents, bridge, packages, secrets), and the one place errors become exit codes.
 
 Exit codes: 0 ran and held, 1 an expectation failed, 2 bad input, 3 the run failed. A person
 sees one or two lines per problem; tracebacks only with --debug.
@@ -43,6 +43,10 @@ COMMANDS = {
     "mcp": ("orchestrator.cli.mcp", "add_parser", "MCP: list the configured servers, or serve the team as an "
                                                   "MCP server"),
     "skills": ("orchestrator.cli.skills", "add_parser", "list, show and check skills; review proposed changes"),
+    "agents": ("orchestrator.cli.agents", "add_parser", "external agents (ACP members): check that each starts"),
+    "bridge": ("orchestrator.cli.bridge", "add_parser", "the reverse bridge an external agent runs (internal)"),
+    "packages": ("orchestrator.cli.packages", "add_parser", "external packages: add, list, update, enable, remove"),
+    "secrets": ("orchestrator.cli.secrets", "add_parser", "secrets in the OS keyring: set, list, remove"),
 }
 
 

@@ -170,6 +170,9 @@ def _missing_extra(scn: Any) -> str:
 
     if scn.team.mcp_servers and importlib.util.find_spec("mcp") is None:
         return f"its team's MCP servers need the `mcp` extra: {install_hint('mcp')}"
+    if any(a.acp is not None for a in scn.team.agents) and importlib.util.find_spec("acp") is None:
+        return ("its external agents are the ACP SDK's test agent, which needs `agent-client-protocol` "
+                "(`pip install agent-client-protocol`, or the dev extra)")
     return ""
 
 

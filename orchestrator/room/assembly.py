@@ -10,6 +10,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any, Protocol
 
+from orchestrator.acp.member import session_prompt
 from orchestrator.core.prompts import render
 from orchestrator.core.tokens import estimate
 from orchestrator.core.retry import RetryPolicy
@@ -76,8 +77,12 @@ class Frame:
 
 
 async def agent(room: Room, member: Member, commander_tools: list[Tool], room_tools: dict[str, Tool]) -> Agent:
-    """The member's turn as the engine runs it."""
+    """The member's turn as the engine runs it (for an external agent, only its view: what it was told, what it did)."""
     spec = member.spec
+    if spec.acp is not None:
+        provider, _ = room._resolve(room.members[COMMANDER].spec.model)
+        return Agent(name=member.name, provider=provider, model="acp:" + Path(spec.acp.command[0]).name,
+                     system=session_prompt(spec), workspace=room.workspace, session=room._tool_session)
     model_string = spec.model or room.members[COMMANDER].spec.model
     provider, model = room._resolve(model_string)
     info = room._models(model_string) if room._models else None

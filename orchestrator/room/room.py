@@ -26,6 +26,7 @@ from orchestrator.memory.knowledge import KnowledgeBase, for_store
 from orchestrator.memory.notes import Memory
 from orchestrator.mcplink.servers import Hub, default_log_dir, open_hub
 from orchestrator.providers.config import Config
+from orchestrator.acp import member as acp_member
 from orchestrator.room import assembly, commits, improvement, toolbox
 from orchestrator.room.opening import Catalog, Opening, Resolve, opening
 from orchestrator.room.sandboxes import store_paths
@@ -95,6 +96,9 @@ class Room:
                                          sandbox=given.sandbox, agent_sandbox=given.agent_sandboxes,
                                          private=store_paths(store))
         self._memory = Memory(store)
+        self._acp = acp_member.Seats(  # external agents' sessions, and the bridge they reach the room through
+            self.id, nursery, workspace, self._tool_session, self._bus.post, lambda: acp_member.open_bridge(
+                self.skills, self._mcp, self._mcp_servers, self._knowledge, self._tool_session))
         self._knowledge: KnowledgeBase | None = None  # opened with the room
         self._models = given.models  # real windows and compaction points by model string
         self._room_tools = {"memory": memory_tool(self._memory)}
@@ -184,6 +188,7 @@ class Room:
                 finally:
                     room._closing = True
                     room._tasks.cancel_all()
+                    room._acp.close()
         finally:
             if room is not None:  # every task has ended: what they left waiting is written now
                 await room._bus.flush_closing(failing=sys.exc_info()[1] is not None)
@@ -398,18 +403,21 @@ class Room:
         """Run one engine turn for `member`; `mode` decides who sees its words (commits.py). `at_once`: its report
         is the next message the room commits, so its last words commit in that transaction."""
         async with held(member.lock):
-            agent = await self._agent(member)
+            # An external agent (acp:) runs its own model: its turn is a prompt to its session, through the same commit.
+            agent = None if member.spec.acp else await self._agent(member)
             self._bus.publish(TurnStart(ts=time.time(), agent=member.name))
             done: Done | None = None
             spent: list[UsageRow] = []
             try:
-                async with aclosing(run_turn(agent, member.partition, commits.committer(self, member, mode, at_once),
-                                             self._meter, links)) as events:
+                commit = commits.committer(self, member, mode, at_once)
+                turn = acp_member.run_turn(self._acp, member.spec, member.partition, commit, self._bus.post) \
+                    if agent is None else run_turn(agent, member.partition, commit, self._meter, links)
+                async with aclosing(turn) as events:
                     async for ev in events:
                         self._bus.publish(ev)
                         if isinstance(ev, Done):
                             done = ev
-                        elif isinstance(ev, (CallUsage, ToolEnd)):
+                        elif isinstance(ev, (CallUsage, ToolEnd)) and agent is not None:
                             spent.append(spent_row(self.id, ev, agent.provider.id, agent.model))
             except ProviderError as exc:
                 raise self._failed(member, explain(exc), exc.kind) from None
@@ -419,7 +427,7 @@ class Room:
                 if spent:  # also when it was stopped or failed: when the room settles, or within Bus.DEFER
                     self._bus.carry(self._usage.writer(spent), defer=True)
             assert done is not None
-            if done.stop_reason == "max_tokens":
+            if done.stop_reason == "max_tokens" and agent is not None:
                 await commits.cut_off(self, member, agent, done)
             if self._tool_session.guard is not None and (said := self._tool_session.guard.report(member.name)):
                 await self.notice(said, [USER])

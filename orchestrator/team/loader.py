@@ -102,10 +102,15 @@ def checked_team(doc: Document, at: Parts, team: Team, base: Path, default_model
     commander = _with_file(doc, at + ("commander",), team.commander, base)
     commander = msgspec.structs.replace(commander, name="commander", model=commander.model or default_model)
     _check_tools(doc, at + ("commander",), commander, trusted)
+    if commander.acp is not None:
+        raise doc.error(at + ("commander", "acp"), "the commander runs on a model of ours, it cannot be an external "
+                                                   "agent: make this entry one of `agents:` instead", key=True)
     servers = {}
     for name, server in team.mcp_servers.items():
         if problem := mcp_config.check(name, server):
             raise doc.error(at + ("mcp_servers", name), problem, key=True)
+        for parts, setting, value, secret in mcp_config.literals(name, server):
+            warn_literal(f"{doc.name}:{doc.line(at + ('mcp_servers', name, *parts))}", setting, value, secret)
         # A relative `cwd` is the file's neighbour, wherever the orchestrator is started from.
         if server.cwd and not Path(server.cwd).expanduser().is_absolute() and "${" not in server.cwd:
             server = msgspec.structs.replace(server, cwd=str((base / server.cwd).resolve()))
@@ -127,6 +132,10 @@ def checked_team(doc: Document, at: Parts, team: Team, base: Path, default_model
         first[agent.name] = name_at
         _check_tools(doc, where, agent, trusted)
         _check_sandbox(doc, where, agent.sandbox)
+        if agent.acp is not None:
+            _check_acp(doc, where, agent)
+            agents.append(_acp_paths(agent, base))  # it brings its own model
+            continue
         agents.append(msgspec.structs.replace(agent, model=agent.model or default_model))
     return msgspec.structs.replace(team, commander=commander, agents=agents, mcp_servers=servers)
 
@@ -156,6 +165,30 @@ def _check_tools(doc: Document, where: Parts, agent: AgentDef, trusted: bool) ->
         if problem:
             at = where + ("tools", j) if "tools" in doc.keys(where) else where
             raise doc.error(at, problem)
+
+
+def _check_acp(doc: Document, where: Parts, agent: AgentDef) -> None:
+    """An external agent brings its own model and tools; what it runs is a command, and `${VAR}` in its command
+    and env is left for the start (the value never lands in a stored team)."""
+    assert agent.acp is not None
+    keys = doc.keys(where)
+    for key in ("model", "tools", "thinking", "context_window", "request_budget", "compact_at"):
+        if key in keys and getattr(agent, key):
+            raise doc.error(where + (key,), f"`{key}` is for members on a model of ours; `{agent.name}` is an "
+                                            "external agent (`acp:`), which brings its own: remove one of the two",
+                            key=True)
+    acp_at = where + ("acp",)
+    if not agent.acp.command or not all(part.strip() for part in agent.acp.command):
+        raise doc.error(acp_at + ("command",) if "command" in doc.keys(acp_at) else acp_at,
+                        "`command` is the agent's argv, e.g. [npx, -y, \"@zed-industries/claude-code-acp\"]")
+
+
+def _acp_paths(agent: AgentDef, base: Path) -> AgentDef:
+    """An argument of `acp.command` written `./x` or `../x` is the file's neighbour, as an MCP server's relative
+    `cwd` is: the agent itself starts in the workspace, wherever that is."""
+    assert agent.acp is not None
+    argv = [str((base / a).resolve()) if a.startswith(("./", "../")) else a for a in agent.acp.command]
+    return msgspec.structs.replace(agent, acp=msgspec.structs.replace(agent.acp, command=argv))
 
 
 def _check_sandbox(doc: Document, where: Parts, raw: object) -> None:

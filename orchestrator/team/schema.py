@@ -44,6 +44,18 @@ class Thinking(Strict):
     budget_tokens: Annotated[int, Meta(ge=1024)]  # Anthropic's floor
 
 
+class AcpSpec(Strict):
+    """An external agent spoken to over the Agent Client Protocol (its stdio) instead of a model: how to start it."""
+
+    command: list[str]  # argv; `${VAR}` is filled in from the environment at start, like an MCP server's
+    env: dict[str, str] = {}  # on top of the few variables it inherits; `${VAR}` here too
+    # Files of the agent's own configuration (e.g. ~/.claude.json) copied into its private HOME at start: only
+    # the paths the user names here leave the user's HOME.
+    home_files: list[str] = []
+    network: bool = True  # it needs its model's API
+    start_timeout: Annotated[float, Meta(gt=0)] = 30
+
+
 class AgentDef(Strict):
     """A team member, as written in a scenario, a team file or an agents/*.md front matter."""
 
@@ -67,6 +79,9 @@ class AgentDef(Strict):
     skills: list[str] | Literal["all"] | None = None
     # An agent definition file whose fields this entry overrides. After loading it holds the resolved path.
     from_: str | None = field(default=None, name="from")
+    # Our extension: an external agent (Claude Code, Codex, Gemini CLI...) instead of a model; then it has no
+    # `model` and no `tools` of ours (it brings its own).
+    acp: AcpSpec | None = None
 
     def __post_init__(self) -> None:
         # From Python, `tools` may also hold functions and Tools: each function becomes its Tool once, here.

@@ -1,0 +1,117 @@
+"""`orchestrator agents check`: each external agent (an `acp:` member) of a team is started in its sandbox and
+asked to initialize; it reports its name, version and capabilities, or one line saying why it would not.
+
+Nothing is sent to the agent beyond `initialize`, so no session is opened and no model is called.
+"""
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import msgspec
+import trio
+
+from orchestrator.core.errors import InputError
+from orchestrator.cli.words import count
+
+if TYPE_CHECKING:  # the team modules are imported by the command, not by `--help`
+    from orchestrator.team.schema import Team
+
+
+def _team(path: Path | None) -> Team:
+    """The team of `--team` (a team file, or a scenario whose `team:` it is), else the default team."""
+    from orchestrator.core.document import Document
+    from orchestrator.team.loader import default_team, load_team
+
+    if path is None:
+        return default_team()
+    doc = Document.read(path)
+    if isinstance(doc.data, dict) and "team" in doc.data:
+        from orchestrator.scenario.loader import load_scenario
+
+        return load_scenario(path, trusted=True).team
+    return load_team(path, trusted=True)
+
+
+async def cmd_check(args: argparse.Namespace) -> int:
+    from orchestrator.acp.member import MemberHost
+    from orchestrator.room.sandboxes import sandboxes
+    from orchestrator.tools.session import ToolSession
+
+    team = _team(args.team)
+    members = [a for a in team.agents if a.acp is not None]
+    if not members:
+        where = args.team or "the default team (agents/)"
+        print(f"no external agents in {where}: give a member `acp: {{command: [...]}}` (docs: External agents)")
+        return 0
+    workspace = (args.workspace or Path.cwd()).expanduser().resolve()
+    if not workspace.is_dir():
+        raise InputError(f"--workspace {workspace} is not a folder")
+    room_sandbox, own = await trio.to_thread.run_sync(sandboxes, team, workspace)
+    session = ToolSession(workspace, sandbox=room_sandbox, agent_sandbox=own)
+    found: dict[str, dict[str, Any]] = {}
+
+    async def probe(name: str) -> None:
+        from orchestrator.acp.client import connect
+
+        spec = next(a for a in members if a.name == name)
+        assert spec.acp is not None
+        entry: dict[str, Any] = {"agent": name, "command": spec.acp.command}
+        try:
+            async with connect(spec.acp, MemberHost(name, session), cwd=workspace,
+                               sandbox=session.sandbox_for(name)) as conn:
+                info = conn.info
+                entry |= {"ok": True, "name": info.name, "version": info.version,
+                          "protocol_version": info.protocol_version, "load_session": info.load_session,
+                          "capabilities": info.capabilities}
+        except InputError as exc:  # AcpStartError: the one line that says why
+            entry |= {"ok": False, "error": str(exc)}
+        found[name] = entry
+
+    async with trio.open_nursery() as nursery:
+        for spec in members:
+            nursery.start_soon(probe, spec.name)
+    failed = 0
+    for spec in members:
+        entry = found[spec.name]
+        failed += not entry["ok"]
+        if args.json:
+            print(msgspec.json.encode(entry).decode())
+        elif entry["ok"]:
+            caps = ", ".join(_capabilities(entry["capabilities"])) or "none"
+            print(f"ok    {spec.name}: {entry['name']} {entry['version']} (ACP {entry['protocol_version']}); "
+                  f"capabilities: {caps}")
+        else:
+            print(f"FAIL  {spec.name}: {entry['error']}")
+    if not args.json:
+        print(f"{len(members) - failed} of {count(len(members), 'external agent')} started")
+    return 1 if failed else 0
+
+
+def _capabilities(caps: dict[str, Any], prefix: str = "") -> list[str]:
+    """The capabilities an agent declared, flattened to the names of those it has (`promptCapabilities.image`)."""
+    names: list[str] = []
+    for key, value in caps.items():
+        if isinstance(value, dict):
+            names += _capabilities(value, f"{prefix}{key}.")
+        elif value:
+            names.append(f"{prefix}{key}")
+    return names
+
+
+def add_parser(sub: Any) -> None:
+    from orchestrator.cli.paths import add_actions
+
+    agents = sub.add_parser("agents", help="external agents (ACP members): check that each starts")
+    actions = add_actions(agents, "agents_command")
+    check = actions.add_parser("check", help="start each external agent, initialize it, report what it is",
+                               description="Start each `acp:` member of the team in its sandbox and ask it to "
+                                           "initialize: its name, version and capabilities, or one line saying why "
+                                           "not. Exit 1 if any failed.")
+    check.add_argument("--team", type=Path, metavar="FILE", help="a team file, or a scenario whose team to check "
+                       "(default: the agents/ folder's team)")
+    check.add_argument("--workspace", type=Path, default=None,
+                       help="the folder the agents start in (default: the current folder)")
+    check.add_argument("--json", action="store_true", help="one JSON object per agent")
+    check.set_defaults(fn=cmd_check)
