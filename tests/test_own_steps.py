@@ -28,7 +28,8 @@ SECRET = "SENTINEL-never-to-be-read-or-written"
 EVOLVE = """
     name: learn
     team:
-      evolve: true
+      evolve: {threshold: 0}
+      agents: [{name: helper, description: helps}]
     models:
       commander:
         - say: "Report: total 6."

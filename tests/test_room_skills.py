@@ -12,7 +12,7 @@ from orchestrator.providers.scripted import Reply, ScriptedProvider, request_tex
 from orchestrator.room.room import Room
 from orchestrator.skills.library import Root
 from orchestrator.skills.proposals import pending
-from orchestrator.team.schema import AgentDef, Team
+from orchestrator.team.schema import AgentDef, Evolve, Team
 
 from test_room import Recorder, resolver, store  # noqa: F401 - the fixture
 
@@ -33,7 +33,8 @@ def roots(tmp_path: Path) -> list[Root]:
 
 
 def team(skills="all", worker_skills=None, evolve=False) -> Team:
-    return Team(commander=AgentDef(name="commander", model="scripted"), skills=skills, evolve=evolve,
+    return Team(commander=AgentDef(name="commander", model="scripted"), skills=skills,
+                evolve=Evolve(threshold=0, cooldown_hours=0) if evolve else False,
                 agents=[AgentDef(name="coder", model="scripted", description="writes code", skills=worker_skills)])
 
 

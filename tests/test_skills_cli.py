@@ -79,7 +79,8 @@ def test_list_shows_roots_tiers_shadowing_and_blocked_skills(tmp_path):
 EVOLVE = """
     name: learn
     team:
-      evolve: true
+      evolve: {threshold: 0}
+      agents: [{name: helper, description: helps}]
       skills: all
     models:
       commander:

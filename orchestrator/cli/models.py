@@ -5,6 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 import msgspec
+import trio
 
 from orchestrator.providers.config import VENDORS, mask
 from orchestrator.providers.registry import CandidateCheck, Registry, SourceCheck
@@ -20,7 +21,8 @@ _DOWN = ("unreachable", "connection")  # nothing answered at the address
 
 async def cmd_models(args) -> int:
     """Every provider and endpoint, its candidates (keys masked) checked at once, and what to set."""
-    async with Registry.load() as registry:
+    # config.toml may name `${secret:...}` keys: a keyring lookup, so off the loop
+    async with await trio.to_thread.run_sync(Registry.load) as registry:
         checks = await registry.check(timeout=args.timeout)
     for c in [*checks, SCRIPTED]:
         if args.json:

@@ -12,6 +12,7 @@ from pathlib import Path
 from typing import Any
 
 import msgspec
+import trio
 
 from orchestrator.cli.paths import add_all_flag, database, default_db, open_db, run_dbs, runs_dir
 from orchestrator.cli.transcript import Printer, json_out, reader_may_leave
@@ -121,7 +122,8 @@ async def _usage(args) -> int:
     from orchestrator.providers.registry import Registry
 
     db, record = await find_room(args)
-    async with Registry.load() as registry:
+    # config.toml may name `${secret:...}` keys: a keyring lookup, so off the loop
+    async with await trio.to_thread.run_sync(Registry.load) as registry:
         store = await open_db(db, create=False, readonly=True)
         try:
             report = await UsageLog(store).report([record.id], registry.catalog.price)

@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import msgspec
+import trio
 
 from orchestrator.cli.paths import add_all_flag, database, new_run_db, user_file
 from orchestrator.core.errors import InputError
@@ -37,7 +38,7 @@ async def cmd_run(args) -> int:
     path = find_scenario(args.file, folder_hint=f"`orchestrator check {args.file}` runs every scenario in it")
     scn = load_scenario(path, trusted=True)  # the file the user named
     if args.evolve:
-        scn = msgspec.structs.replace(scn, team=msgspec.structs.replace(scn.team, evolve=True))
+        scn = msgspec.structs.replace(scn, team=msgspec.structs.replace(scn.team, evolve=scn.team.evolve or True))
     _warn(args, path, scn)
     printer = None if args.json else Printer(everything=args.all)
     if printer is not None:
@@ -48,7 +49,7 @@ async def cmd_run(args) -> int:
         model: Resolver | None = None
         models = prices = config = None
         if args.model or real:
-            registry = await stack.enter_async_context(Registry.load())
+            registry = await stack.enter_async_context(await trio.to_thread.run_sync(Registry.load))
             if args.model:
                 model = registry.forcing(args.model)
             else:

@@ -1,7 +1,8 @@
 """What an `mcp_servers:` entry says (team files, a scenario's `team:`, config.toml) and how it is read.
 
-`${VAR}` stays unexpanded in everything that is stored or shown; `expand` fills it in from the
-environment only when a server is started, so a secret never reaches a log, an event or the store.
+`${VAR}` and `${secret:NAME}` stay unexpanded in everything that is stored or shown; `expand` (core/secrets.py)
+fills them in from the environment and the OS keyring only when a server is started, so a secret never reaches a
+log, an event or the store.
 """
 from __future__ import annotations
 
@@ -12,12 +13,14 @@ import msgspec
 from msgspec import Meta, Struct
 
 from orchestrator.core.errors import InputError
+from orchestrator.core.secrets import expand, literal_credential, needed, suggested_name, warn_literal, where_in
+
+__all__ = ["ServerConfig", "check", "expand", "literals", "needed", "secrets_of"]
 
 Policy = Literal["ask", "allow", "deny"]
 Seconds = Annotated[float, Meta(gt=0)]
 
 SERVER_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9_-]{0,39}")
-_VAR = re.compile(r"\$\{([A-Za-z_][A-Za-z0-9_]*)\}")
 PREFIX = "mcp__"
 
 
@@ -65,15 +68,29 @@ def check(name: str, server: ServerConfig) -> str | None:
     return None
 
 
-def expand(text: str, env: Mapping[str, str], where: str) -> str:
-    """`text` with each `${VAR}` filled in; a missing variable is an error naming it, never its value."""
-    def one(m: re.Match) -> str:
-        value = env.get(m.group(1))
-        if value is None:
-            raise InputError(f"{where} uses ${{{m.group(1)}}}, which is not set in the environment")
-        return value
+def secrets_of(server: ServerConfig) -> set[str]:
+    """The `${secret:NAME}` names a server's settings use, to be fetched before it starts."""
+    return needed(*server.argv(), server.url or "", server.cwd or "", *server.env.values(),
+                  *server.headers.values())
 
-    return _VAR.sub(one, text)
+
+def literals(name: str, server: ServerConfig) -> list[tuple[tuple[str | int, ...], str, str, str]]:
+    """The credentials written in the clear in a server's entry, as (path under the entry, setting, value,
+    suggested secret name): any key-shaped string, and under `env`/`headers` any literal whose name says
+    credential (TOKEN, API_KEY, Authorization...)."""
+    found: list[tuple[tuple[str | int, ...], str, str, str]] = []
+    for table in ("env", "headers"):
+        for key, value in getattr(server, table).items():
+            if literal_credential(value, key):
+                found.append(((table, key), f"mcp_servers.{name}.{table}.{key}", value, suggested_name(name, key)))
+    command = [server.command] if isinstance(server.command, str) else list(server.command or [])
+    for field, values in (("command", command), ("args", server.args), ("url", [server.url or ""])):
+        for i, value in enumerate(values):
+            if literal_credential(value):
+                at: tuple[str | int, ...] = (field,) if field == "url" or isinstance(server.command, str) \
+                    and field == "command" else (field, i)
+                found.append((at, f"mcp_servers.{name}.{field}", value, suggested_name(name, "key")))
+    return found
 
 
 def grants(tools: list[str]) -> list[tuple[str, str | None]]:
@@ -119,5 +136,7 @@ def from_toml(raw: Mapping[str, Any], where: str) -> dict[str, ServerConfig]:
             raise InputError(f"{where}: [mcp_servers.{name}]: {exc}") from None
         if problem := check(name, server):
             raise InputError(f"{where}: {problem}")
+        for _, setting, value, secret in literals(name, server):
+            warn_literal(where_in(where, value), setting, value, secret)
         out[name] = server
     return out

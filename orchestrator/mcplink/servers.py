@@ -21,7 +21,8 @@ import trio
 
 from orchestrator.core.errors import InputError
 from orchestrator.core.log import logger
-from orchestrator.mcplink.config import ServerConfig, expand
+from orchestrator.core.secrets import fetched
+from orchestrator.mcplink.config import ServerConfig, expand, secrets_of
 from orchestrator.core.extras import install_hint
 
 log = logger(__name__)
@@ -118,8 +119,10 @@ class Connection:
             with attempt.scope, open(self.log_path, "a", buffering=1, encoding="utf-8") as errlog:
                 attempt.errlog = errlog
                 errlog.write(f"--- {time.strftime('%Y-%m-%d %H:%M:%S')} starting {self.config.shown()}\n")
+                # Fetched from the keyring off the event loop, and held only until the transport has them.
+                secrets = await fetched(secrets_of(self.config), self.hub.env)
                 async with AsyncExitStack() as stack:
-                    transport = self._transport(errlog, stack)
+                    transport = self._transport(errlog, stack, secrets)
                     client = await stack.enter_async_context(
                         self.hub.client(_watched(transport, attempt), _on_message(attempt)))
                     attempt.client = client
@@ -136,7 +139,7 @@ class Connection:
             attempt.end()
             attempt.ready.set()
 
-    def _transport(self, errlog, stack: AsyncExitStack):
+    def _transport(self, errlog, stack: AsyncExitStack, secrets: Mapping[str, str]):
         from mcp import StdioServerParameters
         from mcp.client.stdio import stdio_client
         from mcp.client.streamable_http import streamable_http_client
@@ -145,15 +148,15 @@ class Connection:
         env, cfg = self.hub.env, self.config
         where = f"MCP server '{self.name}'"
         if cfg.url is not None:
-            headers = {k: expand(v, env, f"{where}: headers.{k}") for k, v in cfg.headers.items()}
+            headers = {k: expand(v, env, f"{where}: headers.{k}", secrets) for k, v in cfg.headers.items()}
             # Our own HTTP client, closed by us: the SDK's default one leaves a pooled socket open at exit.
             http = create_mcp_http_client(headers=headers)
             stack.push_async_callback(http.aclose)
-            return streamable_http_client(expand(cfg.url, env, f"{where}: url"), http_client=http)
-        argv = [expand(a, env, f"{where}: command") for a in cfg.argv()]
+            return streamable_http_client(expand(cfg.url, env, f"{where}: url", secrets), http_client=http)
+        argv = [expand(a, env, f"{where}: command", secrets) for a in cfg.argv()]
         params = StdioServerParameters(
-            command=argv[0], args=argv[1:], cwd=expand(cfg.cwd, env, f"{where}: cwd") if cfg.cwd else None,
-            env={k: expand(v, env, f"{where}: env.{k}") for k, v in cfg.env.items()})
+            command=argv[0], args=argv[1:], cwd=expand(cfg.cwd, env, f"{where}: cwd", secrets) if cfg.cwd else None,
+            env={k: expand(v, env, f"{where}: env.{k}", secrets) for k, v in cfg.env.items()})
         return stdio_client(params, errlog=errlog)
 
     def _explain(self, exc: BaseException, attempt: _Attempt) -> str:

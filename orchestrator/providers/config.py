@@ -1,5 +1,5 @@
-"""Where credentials and endpoints come from: the environment and the TOML config file.
-It turns both into one list of rotation candidates per provider, and masks keys for display.
+"""Where credentials and endpoints come from: the environment, the TOML config file and the OS keyring.
+It turns them into one list of rotation candidates per provider, and masks keys for display.
 """
 from __future__ import annotations
 
@@ -13,6 +13,7 @@ from typing import Any, Literal, Mapping, TypeVar
 import msgspec
 from msgspec import Struct
 
+from orchestrator.core import secrets
 from orchestrator.core.errors import InputError
 from orchestrator.providers.catalog import Override
 
@@ -27,6 +28,8 @@ RESERVED = {*VENDORS, "scripted"}  # names a model string already means somethin
 _ENDPOINT_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]*")
 _HOST_PORT = re.compile(r"(?P<name>\[[^\]]*\]|[^:]*)(?::(?P<port>\d+))?")
 _S = TypeVar("_S", bound=Struct)
+_P = TypeVar("_P", bound="_Provider")
+_K = TypeVar("_K", bound="_Keys")
 
 
 def mask(key: str | None) -> str:
@@ -72,6 +75,7 @@ class Config(Struct, kw_only=True):
     models: dict[str, Override] = {}
     sandbox: dict = {}  # the [sandbox] table as written; tools/jail.py's Settings reads it
     skills: dict[str, Any] = {}  # the [skills] table, read by the skills layer (roots and their order)
+    evolve: dict[str, Any] = {}  # the [evolve] table, read by room/evolution.py (the self-improvement pass)
 
     @property
     def shown_path(self) -> str:
@@ -82,6 +86,9 @@ class Config(Struct, kw_only=True):
         """What to set so that `name` has a candidate (only sources without one need it)."""
         src = self.sources[name]
         if src.missing:
+            if any(m.startswith("secret ") for m in src.missing):
+                return (f"{name}: not configured — set {' or '.join(src.missing)} with `orchestrator secrets set "
+                        f"NAME` (named in {self.shown_path})")
             return (f"{name}: not configured — set {' or '.join(src.missing)} "
                     f"(named by api_key_env in {self.shown_path})")
         # Without a key variable named in the file only a vendor can lack candidates: Ollama and
@@ -140,11 +147,11 @@ def load_config(env: Mapping[str, str] | None = None) -> Config:
     env = os.environ if env is None else env
     path, raw = config_file(env)
     where = str(path)
-    unknown = set(raw) - {"providers", "endpoints", "models", "mcp_servers", "sandbox", "skills", "serve"}
+    unknown = set(raw) - {"providers", "endpoints", "models", "mcp_servers", "sandbox", "skills", "serve", "evolve"}
     if unknown:
         raise InputError(f"{where}: unknown table [{sorted(unknown)[0]}]; the file has [providers.NAME], "
                          "[endpoints.NAME], [models.\"PROVIDER/MODEL\"], [mcp_servers.NAME], [sandbox], "
-                         "[skills] and [serve]")
+                         "[skills], [serve] and [evolve]")
     providers = _table(raw, "providers", where)
     endpoints = _table(raw, "endpoints", where)
     models = _table(raw, "models", where)
@@ -157,7 +164,11 @@ def load_config(env: Mapping[str, str] | None = None) -> Config:
     for name, vendor in VENDORS.items():
         table = _convert(providers.get(name, {}), _Provider, f"providers.{name}", where)
         _no_headers(table.headers, vendor, f"providers.{name}", where)
-        sources[name] = _vendor(name, vendor, table, name in providers, env)
+        table, unfilled = _filled(table, f"providers.{name}", where, env)
+        source = _vendor(name, vendor, table, name in providers, env)
+        source.missing[:0] = unfilled
+        source.explicit = source.explicit or bool(unfilled)
+        sources[name] = source
     for name, value in endpoints.items():
         section = f"endpoints.{name}"
         if not _ENDPOINT_NAME.fullmatch(name):
@@ -165,19 +176,20 @@ def load_config(env: Mapping[str, str] | None = None) -> Config:
         if name in RESERVED:
             instead = f"use [providers.{name}]" if name in VENDORS else "it names the scripted model"
             raise InputError(f"{where}: [{section}]: {name!r} is reserved; {instead}")
-        table = _convert(value, _Endpoint, section, where)
-        if not table.base_url:
+        written = _convert(value, _Endpoint, section, where)
+        if not written.base_url:
             raise InputError(f"{where}: [{section}]: base_url is required")
-        _no_headers(table.headers, table.kind, section, where)
-        candidates, missing = _candidates(table, table.base_url, [], needs_key=None, env=env)
-        sources[name] = Source(name=name, kind=table.kind, candidates=candidates, headers=table.headers,
-                               missing=missing)
+        _no_headers(written.headers, written.kind, section, where)
+        endpoint, unfilled = _filled(written, section, where, env)
+        candidates, missing = _candidates(endpoint, endpoint.base_url or "", [], needs_key=None, env=env)
+        sources[name] = Source(name=name, kind=endpoint.kind, candidates=candidates, headers=endpoint.headers,
+                               missing=unfilled + missing)
     overrides = {key: _convert(value, Override, f'models."{key}"', where) for key, value in models.items()}
     sandbox = raw.get("sandbox", {})
     if not isinstance(sandbox, dict):
         raise InputError(f"{where}: [sandbox] must be a table (network = \"ask\", writable = [...], enabled = true)")
     return Config(path=path, sources=sources, models=overrides, sandbox=sandbox,
-                  skills=_table(raw, "skills", where))
+                  skills=_table(raw, "skills", where), evolve=_table(raw, "evolve", where))
 
 
 def config_file(env: Mapping[str, str]) -> tuple[Path, dict[str, Any]]:
@@ -224,6 +236,50 @@ def _no_headers(headers: dict[str, str], kind: Kind, section: str, where: str) -
         raise InputError(f"{where}: [{section}]: headers are supported for OpenAI-compatible servers only")
 
 
+def _filled(table: _P, section: str, where: str, env: Mapping[str, str]) -> tuple[_P, list[str]]:
+    """The table with `${VAR}` and `${secret:NAME}` filled in (keys, headers, addresses), and what could not be
+    for keys: a key that is not there leaves its entry without one, as an unset `api_key_env` does. A literal key
+    or credential header is pointed out, once, with the command that moves it into the keyring."""
+    unfilled: list[str] = []
+
+    def key(value: str, setting: str) -> str | None:
+        if secrets.literal_credential(value, "key"):
+            secrets.warn_literal(secrets.where_in(where, value), f"[{section}] {setting}", value,
+                                 secrets.suggested_name(section.split(".")[-1], "key"))
+        try:
+            return secrets.expand(value, env, f"{where}: [{section}] {setting}")
+        except InputError:
+            unfilled.extend(_unfilled(value, env))
+            return None
+
+    def entry(e: _K) -> _K:
+        keys = [k for k in (key(v, "keys") for v in e.keys) if k]
+        api_key = key(e.api_key, "api_key") if e.api_key else None
+        url = secrets.expand(e.base_url, env, f"{where}: [{section}] base_url") if e.base_url else None
+        return msgspec.structs.replace(e, keys=keys, api_key=api_key, base_url=url)
+
+    headers = {}
+    for name, value in table.headers.items():
+        if secrets.literal_credential(value, name):
+            secrets.warn_literal(secrets.where_in(where, value), f"[{section}] headers.{name}", value,
+                                 secrets.suggested_name(section.split(".")[-1], name))
+        headers[name] = secrets.expand(value, env, f"{where}: [{section}] headers.{name}")
+    filled = entry(table)
+    return msgspec.structs.replace(filled, headers=headers, candidates=[entry(c) for c in table.candidates]), \
+        list(dict.fromkeys(unfilled))
+
+
+def _unfilled(value: str, env: Mapping[str, str]) -> list[str]:
+    """How `missing` names what a key refers to and is not there: the variable, or the secret (with no keyring,
+    the variable that stands in for it)."""
+    out = [m.group(1) for m in re.finditer(r"\$\{([A-Za-z_][A-Za-z0-9_]*)\}", value) if m.group(1) not in env]
+    for name in secrets.needed(value):
+        if secrets.lookup(name, env) is None:
+            out.append(f"{secrets.ENV_PREFIX}{name}" if "environment" in secrets.missing_hint(name)
+                       else f"secret {name}")
+    return out
+
+
 def _vendor(name: str, kind: Kind, table: _Provider, in_file: bool, env: Mapping[str, str]) -> Source:
     if name == "ollama":
         from_env = env.get("OLLAMA_HOST", "").strip()
@@ -255,6 +311,8 @@ def _candidates(table: _Provider, base: str, extra_keys: list[str], *, needs_key
                 unset = True
                 missing.append(entry.api_key_env)
         keys += extra
+        for k in keys:
+            secrets.remember(k)  # from the file, the environment or the keyring: masked in every log line
         if keys:
             out += [Candidate(url, k) for k in keys]
         elif needs_key is None or (not unset and url.rstrip("/") != needs_key.rstrip("/")):

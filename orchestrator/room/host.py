@@ -25,6 +25,7 @@ from orchestrator.memory.knowledge import KnowledgeBase, for_store
 from orchestrator.providers.config import Config, load_config
 from orchestrator.room.heap import Heap
 from orchestrator.room.room import Catalog, Resolve, Room
+from orchestrator.room.schedule import Schedule
 from orchestrator.store.contract import Store
 from orchestrator.store.lease import HeldElsewhere
 from orchestrator.team.schema import Team
@@ -102,6 +103,7 @@ class RoomHost:
         self._closing = False  # the host is closing: shell jobs no longer keep rooms open
         # the collector policy of a process holding many rooms, when its program chose it (core/startup.py)
         self._heap = Heap() if startup.tuned() else None
+        self.schedule = Schedule(store, self.room)  # the self-improvement passes of its agent-bound rooms
 
     @classmethod
     @asynccontextmanager
@@ -113,13 +115,15 @@ class RoomHost:
             options["config"] = await trio.to_thread.run_sync(load_config)
         async with trio.open_nursery() as nursery:
             host = cls(store, resolve, nursery, knowledge, **options)
-            settling = trio.CancelScope()
+            settling, scheduling = trio.CancelScope(), trio.CancelScope()
             if host._heap is not None:
                 nursery.start_soon(host._settle, settling)
+            nursery.start_soon(host.schedule.run, scheduling)
             try:
                 yield host
             finally:
                 host.idle_close, host._closing = 0, True
+                scheduling.cancel()  # a pass it started ends with it (the room's stop path, as on any close)
                 for held in list(host._open.values()):
                     held.wake.set()
                 settling.cancel()
@@ -205,6 +209,7 @@ class RoomHost:
                         await started
                     held = _Open(room, users=1)
                     self._open[room.id] = held
+                    self.schedule.opened(room)
                     task_status.started(held)
                     try:
                         await self._until_idle(held)
@@ -226,6 +231,7 @@ class RoomHost:
                 closing.set()
                 if self._heap is not None:
                     self._heap.closed(len(self._open))
+                self.schedule.closed(held.room)
                 if self._on_close:
                     self._on_close(held.room)
         if held is None:  # its lease was lost while it opened

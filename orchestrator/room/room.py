@@ -1,4 +1,4 @@
-"""The room (G1-G11): composes the bus, the floor, the ledger, the questions and the limits around its
+"""The room: composes the bus, the floor, the ledger, the questions and the limits around its
 members, runs their turns, and owns the group stop.
 
 Every message enters through the bus (bus.py); every agent turn runs under a cancel scope that `stop` owns.
@@ -40,6 +40,7 @@ from orchestrator.room.lines import MAX_LINE, Lines, checked_line
 from orchestrator.room.members import COMMANDER, USER, Hidden, Member, Mode, TurnFailed, deliver, explain
 from orchestrator.room.questions import Questions
 from orchestrator.room.toolbox import check_team
+from orchestrator.room.signals import Signals
 from orchestrator.room.skills import RoomSkills
 from orchestrator.room.tasks import Tasks
 from orchestrator.skills.activation import NAME as ACTIVATE
@@ -109,8 +110,12 @@ class Room:
         self._mcp_told: set[str] = set()  # MCP problems already reported in this room
         self.skills = RoomSkills(team, given.library)
         self._skill_roots = given.skill_roots  # read again by reload_skills
-        self._evolve = given.evolve or team.evolve  # M5: a self-improvement pass once each line's work is done
-        self._line_seq: int | None = None  # the user line the pass will review, until it runs
+        self._evolve = given.evolve  # the self-improvement pass's settings (None: off), started by signals
+        self._line_seq: int | None = None  # the first user line the pass will review, until it runs
+        self._signals = Signals(weights=given.evolve.weights, long_task_calls=given.evolve.long_task_calls,
+                                topics=given.weaknesses) if given.evolve else None
+        if self._signals is not None:
+            self._bus.subscribe(self._signals.observe)
 
     # --- opening and closing -------------------------------------------------------------
 
@@ -124,7 +129,7 @@ class Room:
                      evolve: bool = False, config: Config | None = None) -> AsyncIterator[Room]:
         """`skill_roots`: where skills are found, highest priority first (default: the roots config.toml's
         [skills] names for this workspace, else the workspace's, the user's and the package's);
-        `evolve`: the self-improvement pass after each line, on top of the team's `evolve`; `config`: config.toml
+        `evolve`: the self-improvement pass (by signals), on top of the team's `evolve`; `config`: config.toml
         as the program read it (a Runtime reads it once; default: read now, off the event loop)."""
         workspace = Path(workspace or Path.cwd()).resolve()
         check_team(team)
@@ -202,20 +207,25 @@ class Room:
     # --- the bus, the floor and the questions -------------------------------------------------
 
     def subscribe(self, fn: Callable[[Event], None]) -> None:
+        """Call `fn` with every event the room publishes from now on."""
         self._bus.subscribe(fn)
 
     async def notice(self, text: str, visible_to: list[str], notify: tuple[str, ...] = ()) -> Message:
+        """Post a room notice (authored `room`) seen by `visible_to`; `notify` names who should answer it."""
         return await self._bus.notice(text, visible_to, notify)
 
     @property
     def floor(self) -> str:
+        """Who answers a user line that names nobody: the commander, or the member it handed the floor to."""
         return self._floor.owner
 
     async def set_floor(self, owner: str) -> None:
+        """Give the floor to `owner` and persist it."""
         await self._floor.give(owner)
 
     @property
     def can_confirm(self) -> bool:
+        """Whether someone is there to answer confirmation questions (else every question is denied)."""
         return self._questions.can_confirm
 
     @property
@@ -235,7 +245,7 @@ class Room:
     # --- the user's side --------------------------------------------------------------------
 
     async def post(self, text: str, *, skill: str | None = None) -> Message:
-        """A user line: routed to the @mentioned member, else the floor owner (G7, G11). `skill`: the
+        """A user line: routed to the @mentioned member, else the floor owner. `skill`: the
         user invokes that skill for this line (`/skill NAME`): the target gets it as if it had activated it."""
         m = _MENTION.match(checked_line(text).strip())
         target = self.floor
@@ -284,9 +294,8 @@ class Room:
         it counts as idle, and has its deferred usage rows written once due (not counted: it is idle meanwhile)."""
         if self._tasks.running:
             return
-        if self._line_seq is not None and not self._halting:
-            self.spawn(improvement.reflect_on, self, self._line_seq)  # counted: idle() waits for the pass too
-            self._line_seq = None
+        if self._line_seq is not None and not self._halting and improvement.due(self):
+            improvement.start(self, self._line_seq, "signals")  # counted: idle() waits for the pass too
         elif self._bus.carrying:
             self.spawn(self._bus.flush)
         elif self._bus.deferring and self._deferred_writer is None and not self._closing:
@@ -313,6 +322,7 @@ class Room:
 
     @property
     def busy(self) -> bool:
+        """Whether any agent of the room is working now."""
         return self._tasks.running > 0
 
     @property
@@ -321,7 +331,7 @@ class Room:
         return self._tasks.jobs
 
     async def stop(self, reason: str = "stopped by the user") -> None:
-        """Group cancellation (G9), the only stop path: every agent, worker and tool in the room."""
+        """Group cancellation, the only stop path: every agent, worker and tool in the room."""
         self._line_seq = None  # stopped work is not reviewed
         self._lines.stop(reason)
         self._tasks.cancel_all()
@@ -454,4 +464,5 @@ class Room:
         return await assembly.agent(self, member, self._commander_tools, self._room_tools)
 
     def roster(self) -> list[AgentDef]:
+        """The team's named members (not the commander, not anonymous workers)."""
         return [m.spec for n, m in self.members.items() if n != COMMANDER and not m.anonymous]

@@ -1,26 +1,22 @@
 """Skills in a room: which skills each member may use, its catalog and activate_skill tool for a turn,
-a skill the user invokes for the next line, and the self-improvement pass once the room is idle.
+a skill the user invokes for the next line (the self-improvement pass: improvement.py).
 
 The open (untrusted) tier reaches the commander only; a worker's `skills` may never name such a skill.
 """
 from __future__ import annotations
 
-import time
 from functools import partial
 from pathlib import Path
-from typing import Callable, cast
+from typing import cast
 
 import trio
 
 from orchestrator.core.errors import InputError
-from orchestrator.core.events import Evolution
 from orchestrator.core.log import logger
 from orchestrator.core.resources import data_dir
-from orchestrator.core.types import Message
 from orchestrator.memory.notes import Memory, NoteError, Target
-from orchestrator.providers.base import Provider
 from orchestrator.providers.config import Config, load_config
-from orchestrator.skills import evolve, proposals
+from orchestrator.skills import proposals
 from orchestrator.skills.activation import NAME, activate_tool, allowed_names, content
 from orchestrator.skills.catalog import Listed, catalog
 from orchestrator.skills.library import Library, Root, parse_config, roots
@@ -177,13 +173,3 @@ async def decide(staged: proposals.Staged, accept: bool, library: Library, works
     proposals.accepted(staged)
     return f"accepted {staged.id}: {said}"
 
-
-async def reflect(provider: Provider, model: str, messages: list[Message], library: Library, workspace: Path,
-                  memory: str, room: str, publish: Callable[[Evolution], None]) -> evolve.Outcome:
-    """The pass over one line's messages, logged as an `evolution` event."""
-    out = await evolve.reflect(provider, model, messages, library=library, workspace=workspace, memory=memory,
-                               room=room)
-    log.info("self-improvement pass", status=out.status, proposal=out.proposal, reason=out.reason)
-    publish(Evolution(ts=time.time(), room=room, status=out.status, proposal=out.proposal, reason=out.reason,
-                      seq=out.seq, input_tokens=out.input_tokens, output_tokens=out.output_tokens))
-    return out

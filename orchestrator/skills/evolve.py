@@ -1,4 +1,4 @@
-"""The self-improvement pass (M5, off by default): one capped auxiliary call that reviews a finished line.
+"""The self-improvement pass (off by default): one capped auxiliary call that reviews a finished line.
 
 It may propose one memory entry or one new or changed skill of its own; the proposal is only staged
 (proposals.py) and the user accepts or rejects it. The answer format is tags, so a scenario can script it.
@@ -30,7 +30,7 @@ OUTPUT_CAP = 1_500  # tokens it may write
 MESSAGE_CHARS = 2_000  # one message's share of the transcript
 _FILE_IO = trio.CapacityLimiter(1)  # the pass's reads and writes under .agents, off the event loop
 
-Status = Literal["proposed", "nothing", "refused", "failed"]
+Status = Literal["proposed", "nothing", "refused", "failed", "capped"]  # capped: a token cap left no room to run
 
 
 class Outcome(msgspec.Struct, kw_only=True):
@@ -40,6 +40,8 @@ class Outcome(msgspec.Struct, kw_only=True):
     seq: list[int] = []
     input_tokens: int = 0
     output_tokens: int = 0
+    estimated: bool = False  # the counts are our estimate: the provider reported none
+    cut: bool = False  # the cap the caller gave left out messages the usual input cap would have kept
 
 
 def _line(m: Message) -> str:
@@ -129,17 +131,30 @@ def parse(answer: str, *, room: str, seq: list[int]) -> tuple[Proposal, str] | s
     return f"unknown proposal kind {kind!r} (skill or memory)"
 
 
+MIN_TRANSCRIPT = 500  # tokens of transcript below which a pass has too little to review
+MIN_OUTPUT = 300  # tokens of answer below which a proposal cannot be written
+
+
 async def reflect(provider: Provider, model: str, messages: list[Message], *, library: Library, workspace: Path,
-                  memory: str, room: str) -> Outcome:
-    """Review one user line's messages; stage at most one proposal. Never raises for a model's failure."""
+                  memory: str, room: str, cap: int | None = None) -> Outcome:
+    """Review one user line's messages; stage at most one proposal. Never raises for a model's failure.
+    `cap`: the tokens the call may take, input and output together (None: the usual caps); a cap too small for
+    the prompt and a useful share of transcript and answer makes no call (status "capped")."""
     seq = [messages[0].seq, messages[-1].seq] if messages else []
-    mine = await trio.to_thread.run_sync(own_skills, library, workspace, INPUT_CAP // 3, limiter=_FILE_IO)
+    output_cap = OUTPUT_CAP if cap is None else min(OUTPUT_CAP, max(MIN_OUTPUT, cap // 8))
+    input_cap = INPUT_CAP if cap is None else min(INPUT_CAP, cap - output_cap)
+    mine = await trio.to_thread.run_sync(own_skills, library, workspace, input_cap // 3, limiter=_FILE_IO)
     others = sorted(n for n in library.skills if n not in mine)
     system = render("evolve.md.j2", own=mine, others=others, memory=memory)
-    budget = max(500, INPUT_CAP - estimate(system))
+    room_left = input_cap - estimate(system)
+    if room_left < MIN_TRANSCRIPT:
+        need = estimate(system) + MIN_TRANSCRIPT + output_cap
+        return Outcome(status="capped", seq=seq, reason=f"it needs about {need:,} tokens, more than the cap allows")
+    budget = max(MIN_TRANSCRIPT, room_left)
     text = transcript(messages, budget)
+    cut = cap is not None and text != transcript(messages, max(MIN_TRANSCRIPT, INPUT_CAP - estimate(system)))
     request = Request(agent=REVIEWER, model=model, system=system,
-                      messages=[ModelMessage("user", [TextBlock(text)])], max_output_tokens=OUTPUT_CAP,
+                      messages=[ModelMessage("user", [TextBlock(text)])], max_output_tokens=output_cap,
                       auxiliary=True)
     sent = estimate(system) + estimate(text)
     try:
@@ -150,7 +165,8 @@ async def reflect(provider: Provider, model: str, messages: list[Message], *, li
     answer = "".join(b.text for b in response.blocks if isinstance(b, TextBlock))
     reported = response.usage  # None: the provider did not say, so our estimates stand in
     outcome = partial(Outcome, seq=seq, input_tokens=reported.input if reported else sent,
-                      output_tokens=reported.output if reported else estimate(answer))
+                      output_tokens=reported.output if reported else estimate(answer), estimated=reported is None,
+                      cut=cut)
     parsed = parse(answer, room=room, seq=seq)
     if parsed == "":
         return outcome(status="nothing")

@@ -1,4 +1,4 @@
-"""Where skills come from (X1): the roots in priority order, their trust tier, and the library they make.
+"""Where skills come from: the roots in priority order, their trust tier, and the library they make.
 
 A name found under two roots resolves to the higher root, which is listed as overriding the other; the
 other copy stays listed as shadowed, a skill a check refuses as blocked, and the skills of a root whose
@@ -17,6 +17,7 @@ import msgspec
 
 from orchestrator.core.errors import InputError
 from orchestrator.core.log import logger
+from orchestrator.packages.places import skill_roots as package_roots
 from orchestrator.skills.skill import Problem, Skill, read_skill, skill_file
 
 log = logger(__name__)
@@ -24,7 +25,9 @@ log = logger(__name__)
 Tier = Literal["trusted", "untrusted"]
 Status = Literal["loaded", "shadowed", "blocked", "invalid", "set-aside"]
 
-DEFAULT_ORDER = ("project", "user", "home", "shipped")
+# "package": the enabled external packages' skill folders (orchestrator packages), always the untrusted
+# tier: installing a repository is consent to keep it, not a review of the text it brings or will bring.
+DEFAULT_ORDER = ("project", "user", "package", "home", "shipped")
 # Other tools' folders: read only when named in the config's `roots`, and always as the untrusted tier.
 FOREIGN = {"claude": ".claude/skills", "codex": ".codex/skills"}
 LABELS = (*DEFAULT_ORDER, *FOREIGN)
@@ -32,7 +35,7 @@ LABELS = (*DEFAULT_ORDER, *FOREIGN)
 
 @dataclass(frozen=True)
 class Root:
-    label: str  # project, user, home, shipped, claude, codex, or "custom"
+    label: str  # project, user, package, home, shipped, claude, codex, or "custom"
     path: Path
     tier: Tier = "trusted"
     # Asked each time the root is read: why its skills are set aside now ("" when they may load). A
@@ -90,6 +93,8 @@ def roots(workspace: Path, config: SkillsConfig = SkillsConfig(), env: Mapping[s
             found = [Root("user", config_home / "orchestrator" / "skills")]
         elif entry == "home":
             found = [Root("home", home / ".agents" / "skills")]
+        elif entry == "package":
+            found = [Root("package", p, "untrusted") for p in package_roots(env)]
         elif entry == "shipped":
             found = [Root("shipped", shipped)] if shipped else []
         elif entry in FOREIGN:
@@ -145,7 +150,7 @@ def stand_in_roots(workspace: Path, folders: Mapping[str, Path], *, shipped: Pat
     """The project's roots, then folders standing in for the other labels (a scenario's `skill_roots`),
     in the default order; foreign labels are the untrusted tier as always."""
     out = [Root("project", p) for p in project_folders(workspace)]
-    out += [Root(label, folders[label], "untrusted" if label in FOREIGN else "trusted")
+    out += [Root(label, folders[label], "untrusted" if label in FOREIGN or label == "package" else "trusted")
             for label in LABELS if label in folders and label != "project"]
     if shipped is not None and "shipped" not in folders:
         out.append(Root("shipped", shipped))
@@ -201,7 +206,10 @@ def discover(search: Sequence[Root]) -> Library:
 
 def _writable(root: Root) -> Path | None:
     """The project folder a project root lies in (agents may write there, links included): its skills are read
-    without following a link out of it. Other roots are the user's own, links and all."""
+    without following a link out of it, as a package's are out of its root (its dependency step wrote there).
+    Other roots are the user's own, links and all."""
+    if root.label == "package":
+        return root.path
     return root.path.parent.parent if root.label == "project" else None
 
 

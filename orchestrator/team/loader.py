@@ -9,6 +9,7 @@ import msgspec
 
 from orchestrator.core.document import Document, Parts, read_text
 from orchestrator.core.errors import InputError
+from orchestrator.core.secrets import warn_literal
 from orchestrator.mcplink import config as mcp_config
 from orchestrator.core.resources import data_dir
 from orchestrator.team.schema import AgentDef, Team, agent_name_problem

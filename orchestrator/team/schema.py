@@ -69,7 +69,7 @@ class AgentDef(Strict):
     interactive: bool = False
     context_window: PositiveInt | None = None
     request_budget: PositiveInt | None = None
-    # Our extension: the share of the window at which history is compacted (E5); default 0.8.
+    # Our extension: the share of the window at which history is compacted; default 0.8.
     compact_at: Annotated[float, Meta(gt=0, le=1)] | None = None
     # Our extension: extended thinking on this agent's model; overrides the model's configuration.
     thinking: Thinking | None = None
@@ -101,7 +101,33 @@ class Limits(Strict):
     max_workers: PositiveInt | None = None
 
 
+class SignalWeights(Strict):
+    """How much each signal adds toward the self-improvement pass (None: config.toml's, else the default)."""
+
+    correction: NonNegative | None = None  # a user line correcting the previous answer
+    skill_contradicted: NonNegative | None = None  # ...right after a skill was activated (on top of correction)
+    recovery: NonNegative | None = None  # a line that recovered from a failed tool call or a retried model call
+    long_task: NonNegative | None = None  # a line of many model calls
+    weakness: NonNegative | None = None  # a line touching a known weakness written in the notes
+
+
+class Evolve(Strict):
+    """Our extension (`team: {evolve: {...}}`): the self-improvement pass's settings; a key left out takes
+    config.toml's [evolve], else the default (room/evolution.py)."""
+
+    threshold: NonNegative | None = None  # the weighted sum of signals that starts a pass; 0: after every line
+    weights: SignalWeights | None = None
+    long_task_calls: PositiveInt | None = None  # model calls in one line that make it a long task
+    model: str | None = None  # the pass's model ("": the commander's)
+    max_tokens_per_run: PositiveInt | None = None
+    max_tokens_per_day: PositiveInt | None = None  # over every room of the store, the last 24 hours
+    every_hours: Annotated[float, Meta(gt=0)] | None = None  # a host's scheduled pass
+    cooldown_hours: NonNegative | None = None  # at least this long between two passes of a room
+    fallback_days: Annotated[float, Meta(gt=0)] | None = None  # a pass anyway after this long without one
+
+
 class Team(Strict):
+    """A whole team as data: its commander, its agents, limits, MCP servers, sandbox, skills and self-improvement."""
     # The commander takes the same keys as an agent; the loader always names it "commander".
     commander: AgentDef = field(default_factory=lambda: AgentDef(name="commander"))
     agents: list[AgentDef] = []
@@ -111,4 +137,6 @@ class Team(Strict):
     # Our extension: the shell sandbox for the whole team, on top of config.toml's [sandbox].
     sandbox: bool | str | dict[str, Any] | None = None
     skills: list[str] | Literal["all"] = []  # every member's skills unless it names its own
-    evolve: bool = False  # the self-improvement pass after each line (M5): it only stages proposals
+    # The self-improvement pass, started by signals (and a host's schedule); it only stages proposals. True: the
+    # settings of config.toml's [evolve] and the defaults; a mapping (Evolve) sets some of them.
+    evolve: bool | Evolve = False

@@ -9,9 +9,10 @@ import sys
 from dataclasses import dataclass
 from functools import cache
 from pathlib import Path
-from typing import Literal, Protocol, Sequence
+from typing import Literal, Mapping, Protocol, Sequence
 
 from orchestrator.tools.limits import KEYS as LIMIT_KEYS, LimitError, Limits, wrap
+from orchestrator.tools.process import command_env
 
 Network = Literal["ask", "allow", "deny"]
 SANDBOX_HOME = "/tmp/home"  # inside the sandbox's private /tmp: empty for every command
@@ -162,6 +163,16 @@ class Bubblewrap:
                 a += ["--tmpfs", str(m)]
             elif os.path.lexists(m):
                 a += ["--ro-bind", "/dev/null", str(m)]
+        # The external packages' commands: after the emptied folders (the app's data may be one of them),
+        # read-only, their shims first on PATH; what the user installed, never what a command wrote.
+        shims, enabled = (Path(os.path.realpath(p)) for p in package_commands())
+        if shims.is_dir() and enabled.is_dir():
+            a += ["--ro-bind", str(enabled), str(enabled), "--ro-bind", str(shims), str(shims),
+                  "--setenv", "PATH", f"{shims}{os.pathsep}{command_env()['PATH']}"]
+            # a package's own dependency step writes its folder: bound again over the read-only one
+            a += [arg for w in (c.workspace, *c.writable) if w.is_relative_to(enabled) for arg in ("--bind", str(w), str(w))]
+            a += [arg for kept in c.protected if kept.is_relative_to(enabled) and os.path.lexists(kept)
+                  for arg in ("--ro-bind", str(kept), str(kept))]
         # Emptied folders are read-only too (an unsized tmpfs is memory to fill past /tmp's size); after
         # all of them, so one inside another still finds its mount point made.
         for e in emptied:
@@ -173,6 +184,15 @@ class Bubblewrap:
 
     def _size(self, n: int | None) -> list[str]:
         return ["--size", str(n)] if n is not None and _sizes_tmpfs(self.program) else []
+
+
+def package_commands(env: Mapping[str, str] | None = None) -> tuple[Path, Path]:
+    """The external packages' command shims and the enabled packages they run (`orchestrator packages`
+    writes both, under the user's data folder): every sandboxed command sees them, read-only."""
+    env = os.environ if env is None else env
+    data = Path(env.get("XDG_DATA_HOME") or Path(env.get("HOME") or Path.home()) / ".local" / "share")
+    root = data / "orchestrator" / "packages"
+    return root / "bin", root / "enabled"
 
 
 class Missing:
