@@ -6,7 +6,7 @@ STAMP := $(VENV)/.installed
 
 GATEWAY := .venv-gateway
 
-.PHONY: demo test test-gateway test-live bench clean sandbox
+.PHONY: demo test test-gateway test-live bench clean sandbox docs
 
 $(BIN)/python:
 	$(PY) -m venv $(VENV)
@@ -20,7 +20,7 @@ $(DEMO_STAMP): pyproject.toml | $(BIN)/python
 
 $(STAMP): pyproject.toml | $(BIN)/python
 	$(BIN)/python -m pip install --quiet --upgrade pip
-	$(BIN)/python -m pip install --quiet -e '.[dev,docs,vectors,mcp,otel,serve,postgres]'
+	$(BIN)/python -m pip install --quiet -e '.[dev,docs,vectors,mcp,otel,serve,postgres,site]'
 	touch $(STAMP) $(DEMO_STAMP)
 
 demo: $(DEMO_STAMP)
@@ -65,5 +65,9 @@ test-live: $(STAMP)
 bench: $(STAMP)
 	$(BIN)/python bench/engine.py
 
+# The documentation site from docs/ into site/ (tests/test_docs_site.py builds it strictly in make test).
+docs: $(STAMP)
+	NO_MKDOCS_2_WARNING=1 $(BIN)/python -m mkdocs build --strict -d site
+
 clean:
-	rm -rf $(VENV) $(GATEWAY) build dist *.egg-info
+	rm -rf $(VENV) $(GATEWAY) build dist site *.egg-info

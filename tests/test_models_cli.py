@@ -27,10 +27,10 @@ def closed_port() -> str:
 
 
 def readme_lab_table() -> str:
-    """The README's `[endpoints.lab]` example, as the README writes it (up to the next table)."""
-    text = (ROOT / "README.md").read_text()
+    """The models guide's `[endpoints.lab]` example, as the guide writes it (up to the next table)."""
+    text = (ROOT / "docs" / "guides" / "models.md").read_text()
     block = re.search(r"^\[endpoints\.lab\].*?(?=^\[|^```)", text, re.S | re.M)
-    assert block, "the README no longer shows an [endpoints.lab] example"
+    assert block, "docs/guides/models.md no longer shows an [endpoints.lab] example"
     return block.group(0)
 
 

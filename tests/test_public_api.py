@@ -61,3 +61,24 @@ def test_a_conversation_reports_a_team_that_cannot_open():
     with pytest.raises(orchestrator.InputError, match="unknown tool 'no_such_tool'"):
         with Conversation(bad, scripted={}):
             pass
+
+
+def test_every_public_name_and_its_public_members_have_a_docstring():
+    import inspect
+
+    import orchestrator
+
+    missing = []
+    for name in orchestrator.__all__:
+        obj = getattr(orchestrator, name)
+        if not (inspect.isclass(obj) or inspect.isfunction(obj)):
+            continue
+        if not (obj.__doc__ or "").strip():
+            missing.append(name)
+        for member, value in (vars(obj).items() if inspect.isclass(obj) else ()):
+            if member.startswith("_"):
+                continue
+            fn = value.fget if isinstance(value, property) else getattr(value, "__func__", value)
+            if inspect.isfunction(fn) and not (fn.__doc__ or "").strip():
+                missing.append(f"{name}.{member}")
+    assert not missing, f"public names without a docstring: {missing}"

@@ -11,6 +11,8 @@ from msgspec import Struct, field
 
 
 class Event(Struct, tag_field="type", kw_only=True):
+    """Something that happened in a room, as it streams to subscribers; `type` tells the kinds apart."""
+
     room: str = ""
     ts: float = 0.0
 
@@ -22,6 +24,8 @@ class CallRef(Struct, frozen=True):
 
 
 class MessageEvent(Event, tag="message"):
+    """A message was committed to the room's history (its `seq` is its place in the room)."""
+
     id: str
     seq: int
     author: str
@@ -35,11 +39,15 @@ class MessageEvent(Event, tag="message"):
 
 
 class TextDeltaEvent(Event, tag="text_delta"):
+    """A piece of an agent's reply while it streams; the whole reply follows as a `message`."""
+
     agent: str
     text: str
 
 
 class ToolStart(Event, tag="tool_start"):
+    """An agent's tool call began, with its decoded arguments."""
+
     agent: str
     call_id: str
     name: str
@@ -47,6 +55,8 @@ class ToolStart(Event, tag="tool_start"):
 
 
 class ToolEnd(Event, tag="tool_end"):
+    """An agent's tool call ended: its result as the model reads it, and whether it failed."""
+
     agent: str
     call_id: str
     name: str
@@ -87,6 +97,8 @@ class State(Event, tag="state"):
 
 
 class TaskEvent(Event, tag="task"):
+    """A dispatched task or a worker's sub-task changed status in the ledger."""
+
     task_id: str
     agent: str
     kind: Literal["dispatch", "worker"]
@@ -94,6 +106,8 @@ class TaskEvent(Event, tag="task"):
 
 
 class Cancelled(Event, tag="cancelled"):
+    """The room's one group stop ran: every turn, worker and tool of the room was cancelled."""
+
     reason: str
 
 
@@ -104,6 +118,8 @@ class TurnStart(Event, tag="turn"):
 
 
 class Done(Event, tag="done"):
+    """An agent's turn ended: why it stopped, its last words and the tokens it spent."""
+
     agent: str
     stop_reason: str
     result: str = ""
@@ -119,6 +135,8 @@ class Done(Event, tag="done"):
 
 
 class ErrorEvent(Event, tag="error"):
+    """A turn failed in a way the user is told of (one line), with the error's class."""
+
     message: str
     error_class: str
     agent: str | msgspec.UnsetType = msgspec.UNSET

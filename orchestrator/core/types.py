@@ -69,14 +69,17 @@ class Message(Struct, kw_only=True, frozen=True, gc=False):
 
     @property
     def text(self) -> str:
+        """The message's text blocks joined."""
         return block_text(self.blocks)
 
     @property
     def calls(self) -> list[ToolCallBlock]:
+        """The tool calls the message makes."""
         return [b for b in self.blocks if isinstance(b, ToolCallBlock)]
 
     @property
     def result(self) -> ToolResultBlock | None:
+        """The message's tool result, if it is one."""
         for b in self.blocks:
             if isinstance(b, ToolResultBlock):
                 return b

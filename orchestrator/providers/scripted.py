@@ -30,6 +30,8 @@ SIDE_QUEUES = frozenset({"evolve"})
 
 
 class Reply(Struct, kw_only=True, frozen=True):
+    """One scripted model reply: text, thinking or tool calls, optionally delayed or failing."""
+
     say: str | None = None
     think: str | None = None
     calls: list[tuple[str, dict[str, Any]]] = field(default_factory=list)
@@ -72,6 +74,7 @@ class ScriptedProvider:
         self.failures: list[str] = []
 
     async def validate_auth(self) -> None:
+        """Always valid: a scripted model needs no key."""
         return None
 
     def resume(self, messages: Iterable[Message]) -> None:
@@ -85,9 +88,11 @@ class ScriptedProvider:
                     self._served[queue] += 1
 
     def remaining(self) -> dict[str, int]:
+        """The replies still queued for `agent`'s script."""
         return {q: len(items) for q, items in self._queues.items() if items}
 
     async def stream(self, request: Request) -> AsyncGenerator[StreamEvent, None]:
+        """Play the next scripted reply for the request's agent as a stream of events."""
         if self.record:
             self.requests.append(request)
         # a side call with nothing scripted gets the summary too: for the pass, an answer proposing nothing

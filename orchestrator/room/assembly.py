@@ -1,7 +1,7 @@
 """What the engine needs for one turn of a member: its model and window, its tools (its own, its MCP grants,
 the commander's three, its skills') and its system prompt, rendered again only when what it shows changed.
 
-The memory is frozen into the prompt here, once per turn (M1); the commander's ledger changes with every
+The memory is frozen into the prompt here, once per turn; the commander's ledger changes with every
 assignment, so its prompt is a frame rendered once and the ledger's lines set into the frame's slot.
 """
 from __future__ import annotations

@@ -56,6 +56,7 @@ class LeasedRooms:
 
     @property
     def rooms(self) -> RoomHost:
+        """The rooms this host holds now, by id."""
         if self._rooms is None:
             raise RuntimeError("LeasedRooms has rooms only inside `async with LeasedRooms.open(...)`")
         return self._rooms
@@ -125,6 +126,7 @@ class LeasedRooms:
     # --- the keeper of the RoomHost -----------------------------------------------------------------
 
     async def take(self, room_id: str, scope: trio.CancelScope) -> None:
+        """Claim `room_id`'s lease for this host (raises HeldElsewhere when another host holds it)."""
         lease = self._claimed.pop(room_id, None) or await self.store.acquire(room_id, self.host, self.seconds)
         if lease is None:
             raise HeldElsewhere(room_id, "another host")

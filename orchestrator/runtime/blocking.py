@@ -74,9 +74,11 @@ class Conversation:
 
     @property
     def room_id(self) -> str:
+        """The id of the room this conversation keeps open."""
         return self._opened()[1].id
 
     def say(self, line: str) -> list[Message]:
+        """Post `line` to the room and wait for the team's answer; returns what the user would read."""
         rt, room = self._opened()
         return trio.from_thread.run(rt.ask, room, line, trio_token=self._token)
 

@@ -69,10 +69,12 @@ class Runtime:
 
     @property
     def store(self) -> Store:
+        """The store every room of this runtime is kept in."""
         return self._store
 
     @property
     def workspace(self) -> Path:
+        """The folder the agents' tools work in."""
         return self._workspace
 
     def resolve(self, model_string: str) -> tuple[Provider, str]:

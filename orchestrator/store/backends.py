@@ -15,6 +15,7 @@ def is_url(target: object) -> bool:
 
 
 async def open_store(target: str | PathLike[str], *, readonly: bool = False) -> Store:
+    """Open the store at `target`: a SQLite file path, or a postgresql:// URL (the `postgres` extra)."""
     if is_url(target):
         from orchestrator.store.postgres import PgStore
         return await PgStore.open(str(target), readonly=readonly)

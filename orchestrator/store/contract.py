@@ -21,6 +21,8 @@ Side = Callable[[Any], None]
 
 
 class Store(Protocol):
+    """What every store (SQLite or PostgreSQL) offers the rooms: rooms, their messages, tasks, usage and leases."""
+
     name: str  # the path, or the URL without its password: in every error about the database
     readonly: bool  # opened to be read only: no call writes, not even a migration or a healing
 

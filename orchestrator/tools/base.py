@@ -38,6 +38,7 @@ class ToolContext:
 
     @property
     def workspace(self) -> Path:
+        """The folder the tool works in."""
         return self.session.workspace
 
 
@@ -56,9 +57,11 @@ class Tool:
 
     @property
     def concurrent(self) -> bool:
+        """Whether this tool may run beside adjacent calls in the same response."""
         return self.read_only if self.parallel is None else self.parallel
 
     def spec(self) -> ToolSpec:
+        """The tool as the model is told of it: name, description and JSON schema."""
         if isinstance(self.args, dict):  # a JSON schema the tool brought (MCP): not hashable, not cached
             return ToolSpec(self.name, self.description, self.args)
         return _spec(self.name, self.description, self.args)

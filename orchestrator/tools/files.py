@@ -1,5 +1,5 @@
-"""The file tools that touch one file (E18): read_file, write_file, edit_file and stat_file, with
-read-before-write (E14) over the session's read states (reads.py). Finding files is search.py's.
+"""The file tools that touch one file: read_file, write_file, edit_file and stat_file, with
+read-before-write over the session's read states (reads.py). Finding files is search.py's.
 """
 from __future__ import annotations
 
@@ -28,7 +28,7 @@ async def _io(fn, *args):
     return await trio.to_thread.run_sync(fn, *args, limiter=_FILE_IO)
 
 
-# --- read before write (E14) ---
+# --- read before write ---
 
 def _check_fresh(raw: str, seen: ReadState | None, current: ReadState) -> None:
     # content decides, not mtime: a touch is not a change, and a rewrite within one clock tick still is

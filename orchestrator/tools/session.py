@@ -1,5 +1,5 @@
 """The state tools share within one room (or one standalone session): where files may be touched,
-what each agent has read (E14), the shell's background jobs and OS sandbox, and how to ask the user (E17);
+what each agent has read, the shell's background jobs and OS sandbox, and how to ask the user;
 also the folders of activated skills, which tools may read wherever they are.
 
 The engine hands it to every tool through ToolContext; the room builds one per room, so a stop

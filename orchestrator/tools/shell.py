@@ -1,4 +1,4 @@
-"""The shell tools (E17, X3): bash (risk-checked, then run through process.run_command inside the OS
+"""The shell tools: bash (risk-checked, then run through process.run_command inside the OS
 sandbox of tools/jail.py, in the foreground or as a background job) and job_status / job_output / job_kill."""
 from __future__ import annotations
 
@@ -82,7 +82,7 @@ async def bash(args: BashArgs, ctx: ToolContext) -> ToolOutput | str:
     if settings.enabled and (why := await trio.to_thread.run_sync(jail.unavailable, limiter=_CLASSIFY)):
         return ToolOutput(f"Not run: {why}.", is_error=True)
 
-    # Risky text never runs unasked; the log gets the category and length, never the text (E17).
+    # Risky text never runs unasked; the log gets the category and length, never the text.
     verdict = await trio.to_thread.run_sync(assess, command, limiter=_CLASSIFY)
     if verdict.blocked:
         log.warning("shell command refused", category="blocklist", length=len(command))
