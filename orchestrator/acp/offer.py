@@ -28,13 +28,12 @@ from orchestrator.tools import guard
 from orchestrator.tools.base import Tool, ToolContext, ToolError, ToolOutput
 from orchestrator.tools.jail import backend
 from orchestrator.tools.kb_tool import kb_tool
-from orchestrator.tools.limits import stopped
 from orchestrator.tools.process import run_command
 from orchestrator.tools.risk import OPAQUE, UNSANDBOXED, Risk, assess
 from orchestrator.tools.sandbox import confined, read_own
 from orchestrator.tools.seccomp import open_filter
 from orchestrator.tools.session import ToolSession
-from orchestrator.tools.shell import DEFAULT_TIMEOUT, MAX_TIMEOUT, confinement
+from orchestrator.tools.shell import DEFAULT_TIMEOUT, MAX_TIMEOUT, confinement, finished
 
 HandBack = Callable[[str | None], Awaitable[None]]
 _CHECKS = trio.CapacityLimiter(2)  # reading files and classifying commands: off the event loop
@@ -200,16 +199,7 @@ async def _run_jailed(ctx: ToolContext, argv: list[str], skill_folder: Path, tim
                 outcome = await trio.to_thread.run_sync(partial(watch.after, ctx.agent, seen, (), roots),
                                                         limiter=_CHECKS)
                 after = outcome.note(session.workspace)
-    if result.timed_out:
-        footer = f"[timed out after {timeout:g} s; it and everything it started were stopped]"
-    elif result.over and limits:
-        footer = stopped(result.over, limits)
-    elif result.returncode < 0:
-        footer = f"[killed by signal {-result.returncode}]"
-    else:
-        footer = f"[exit code {result.returncode}]"
-    footer += f"\n{after}" if after else ""
-    return ToolOutput(f"{result.output or '(no output)'}\n{footer}", is_error=result.returncode != 0)
+    return finished(result, timeout, limits, after)
 
 
 # --- the connectors -------------------------------------------------------------------------------------------

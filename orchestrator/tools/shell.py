@@ -14,9 +14,9 @@ import trio
 from orchestrator.core.log import logger
 from orchestrator.tools.base import Tool, ToolContext, ToolError, ToolOutput
 from orchestrator.tools.jail import SYSTEM_VISIBLE, Confinement, backend
-from orchestrator.tools.limits import stopped
+from orchestrator.tools.limits import Limits, stopped
 from orchestrator.tools.seccomp import open_filter
-from orchestrator.tools.process import OUTPUT_CAP, SHELL, command_env, run_command
+from orchestrator.tools.process import OUTPUT_CAP, SHELL, CommandResult, command_env, run_command
 from orchestrator.tools.risk import OPAQUE, UNSANDBOXED, Risk, assess
 from orchestrator.tools import guard
 from orchestrator.tools.jobs import Job
@@ -159,6 +159,12 @@ async def bash(args: BashArgs, ctx: ToolContext) -> ToolOutput | str:
         if watch is not None:
             with trio.CancelScope(shield=True):  # a stopped command is checked too: it may have written
                 after = await checked()
+    return finished(result, timeout, limits, after if watch is not None else "")
+
+
+def finished(result: CommandResult, timeout: float, limits: Limits | None, after: str = "") -> ToolOutput:
+    """A command's output as the model reads it: what it printed, then how it ended (and what the look after
+    it found, `after`); an error when it did not exit 0."""
     if result.timed_out:
         footer = f"[timed out after {timeout:g} s; it and everything it started were stopped]"
         if result.over and limits:  # a shell at the process limit retries its forks until the timeout
@@ -169,7 +175,7 @@ async def bash(args: BashArgs, ctx: ToolContext) -> ToolOutput | str:
         footer = f"[killed by signal {-result.returncode}]"
     else:
         footer = f"[exit code {result.returncode}]"
-    if watch is not None and after:
+    if after:
         footer = f"{footer}\n{after}"
     return ToolOutput(f"{result.output or '(no output)'}\n{footer}", is_error=result.returncode != 0)
 
