@@ -102,6 +102,20 @@ def test_set_list_remove_through_the_secret_service(keyring_env):
     _no_plain_file(env)
 
 
+def test_two_processes_storing_at_once_lose_no_name(keyring_env):
+    # Each process stores its own names as fast as it can; the shared list of names must end with all of them.
+    code = ("import sys\nfrom orchestrator.core import secrets\n"
+            "for i in range(8):\n    secrets.store(f'{sys.argv[1]}_{i}', 'value-' + str(i))\n")
+    procs = [subprocess.Popen([sys.executable, "-c", code, who], env=keyring_env, cwd=ROOT,
+                              stderr=subprocess.PIPE, text=True) for who in ("A", "B")]
+    for proc in procs:
+        _, err = proc.communicate(timeout=120)
+        assert proc.returncode == 0, err
+    listed = cli(keyring_env, "secrets", "list")
+    assert listed.returncode == 0, listed.stderr
+    assert listed.stdout.split() == sorted(f"{w}_{i}" for w in "AB" for i in range(8))
+
+
 def test_bad_names_and_empty_values_are_one_line(keyring_env):
     bad = cli(keyring_env, "secrets", "set", "no-dashes", stdin="v")
     assert bad.returncode == 2 and "bad secret name 'no-dashes'" in bad.stderr and len(bad.stderr.splitlines()) == 1
@@ -111,19 +125,20 @@ def test_bad_names_and_empty_values_are_one_line(keyring_env):
 
 # --- a run that used secrets leaves no trace of them ---------------------------------------------
 
-def _mcp_scenario(tmp: Path) -> Path:
+def _mcp_scenario(tmp: Path, mode: str = "normal", sees: str = str(len(MCP_VALUE))) -> Path:
+    """`mode` of the test server: "leaky" echoes the token back in its result."""
     scn = tmp / "uses-secret.yaml"
     scn.write_text(f"""name: uses-secret
 team:
   mcp_servers:
-    files: {{command: ["${{ORCHESTRATOR_PYTHON}}", "{SERVER}"], env: {{TOKEN: "${{secret:MCP_TOKEN}}"}},
+    files: {{command: ["${{ORCHESTRATOR_PYTHON}}", "{SERVER}", {mode}], env: {{TOKEN: "${{secret:MCP_TOKEN}}"}},
             approval: allow}}
   commander: {{tools: ["mcp:files/token_length"]}}
 models:
   commander:
     - call: {{mcp__files__token_length: {{}}}}
     - say: "The token is {len(MCP_VALUE)} characters long."
-      sees: "{len(MCP_VALUE)}"
+      sees: "{sees}"
 turns:
   - user: How long is the token?
 expect:
@@ -158,6 +173,18 @@ def test_a_team_files_mcp_env_takes_a_secret_and_no_trace_of_it_remains(keyring_
     assert out.returncode == 0, out.stdout[-2000:] + out.stderr
     results = [e for e in map(json.loads, out.stdout.splitlines()) if e.get("type") == "tool_end"]
     assert results and str(len(MCP_VALUE)) in json.dumps(results)  # the server saw the value in its env
+    _traces(tmp_path, MCP_VALUE, out, logged=False)
+
+
+def test_a_server_that_echoes_its_secret_is_masked_before_the_model_and_the_store(keyring_env, tmp_path):
+    pytest.importorskip("mcp")
+    env = keyring_env
+    assert cli(env, "secrets", "set", "MCP_TOKEN", stdin=MCP_VALUE).returncode == 0
+    # the scripted model's `sees` fails the run unless what it was handed says [secret] where the value was
+    out = cli(env, *_run_args(tmp_path, _mcp_scenario(tmp_path, "leaky", sees=f"it is [secret], of {len(MCP_VALUE)}")))
+    assert out.returncode == 0, out.stdout[-2000:] + out.stderr
+    results = [e for e in map(json.loads, out.stdout.splitlines()) if e.get("type") == "tool_end"]
+    assert [r["result"] for r in results] == [f"it is [secret], of {len(MCP_VALUE)} characters"]
     _traces(tmp_path, MCP_VALUE, out, logged=False)
 
 

@@ -23,6 +23,7 @@ from orchestrator.core.errors import OrchestratorError
 from orchestrator.core.events import Done, Event, TextDeltaEvent
 from orchestrator.core.log import logger
 from orchestrator.core.prompts import render
+from orchestrator.core.secrets import redact
 from orchestrator.core.types import Draft, Message, TextBlock, block_text
 from orchestrator.engine.partition import Partition, to_model
 from orchestrator.team.schema import AgentDef
@@ -314,13 +315,13 @@ async def run_turn(seats: Seats, spec: AgentDef, partition: Partition, commit: C
                                       "next task")
                 if item.kind == "text" and item.text:
                     chunks.append(item.text)
-                    yield TextDeltaEvent(ts=time.time(), agent=name, text=item.text)
+                    yield TextDeltaEvent(ts=time.time(), agent=name, text=redact(item.text))
                 elif item.kind in ("tool", "plan") and item.text:
                     key = item.tool_call_id or item.kind
                     if noted.get(key) != item.text:
                         noted[key] = item.text
                         await post(Draft(author=name, kind="notice", visible_to=[name],
-                                         blocks=[TextBlock(f"[{item.kind}] {item.text}")]))
+                                         blocks=[TextBlock(redact(f"[{item.kind}] {item.text}"))]))
     except BaseException:
         if ended is None:  # stopped, or failed: the agent is told to stop, and nobody waits for it to agree
             if not seat.conn.closed.is_set():
@@ -331,7 +332,9 @@ async def run_turn(seats: Seats, spec: AgentDef, partition: Partition, commit: C
                         pass  # it went away meanwhile: the next task starts it again
         raise
     assert ended is not None
-    said = "".join(chunks).strip()
+    # The agent's process was given its credentials: one it repeats is masked in the whole message, which also
+    # catches a value split across chunks.
+    said = redact("".join(chunks).strip())
     if seat.handing:
         note = next((n for n in reversed(seat.handing) if n), None)
         if note and note not in said:

@@ -5,13 +5,15 @@ line, and a literal credential written into a file is pointed out without being 
 """
 from __future__ import annotations
 
+import contextlib
 import functools
 import math
 import os
 import re
 import threading
 from collections import Counter
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Iterator, Mapping
+from pathlib import Path
 from typing import Any
 
 import msgspec
@@ -116,11 +118,32 @@ def names() -> list[str]:
     return sorted({n for n in listed if NAME.fullmatch(n)})
 
 
+@contextlib.contextmanager
+def _index_locked() -> Iterator[None]:
+    """The names index changed by one writer at a time, in this process and across processes: the index is
+    read, changed and written back, and two `secrets set` at once would otherwise lose a name."""
+    with _lock:
+        try:
+            import fcntl
+        except ImportError:  # Windows: one process at a time is all that is guarded
+            yield
+            return
+        folder = Path(os.environ.get("XDG_STATE_HOME") or Path.home() / ".local" / "state") / "orchestrator"
+        folder.mkdir(parents=True, exist_ok=True, mode=0o700)
+        # The lock file holds nothing; O_NOFOLLOW so a link planted in its place is refused, not followed.
+        fd = os.open(folder / "secrets.lock", os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW | os.O_CLOEXEC, 0o600)
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX)
+            yield
+        finally:
+            os.close(fd)
+
+
 def store(name: str, value: str) -> None:
     """Keep `value` under `name` in the keyring; raises NoKeyring."""
     check_name(name)
     _call("set_password", name, value)
-    with _lock:
+    with _index_locked():
         _call("set_password", _INDEX, msgspec.json.encode(sorted({*names(), name})).decode())
 
 
@@ -130,7 +153,7 @@ def remove(name: str) -> bool:
     there = _call("get_password", name) is not None
     if there:
         _call("delete_password", name)
-    with _lock:
+    with _index_locked():
         listed = names()
         if name in listed:
             _call("set_password", _INDEX, msgspec.json.encode([n for n in listed if n != name]).decode())

@@ -7,9 +7,11 @@ from __future__ import annotations
 
 import time
 
+import msgspec
 import trio
 
 from orchestrator.core.log import logger
+from orchestrator.core.secrets import redact
 from orchestrator.core.types import ToolCallBlock, ToolResultBlock
 from orchestrator.engine import telemetry
 from orchestrator.tools.base import Registry, ToolContext, ToolError, ToolOutput
@@ -60,6 +62,15 @@ async def execute(call: ToolCallBlock, registry: Registry, ctx: ToolContext, par
 
 
 async def _execute(call: ToolCallBlock, registry: Registry, ctx: ToolContext) -> tuple[ToolResultBlock, str | None]:
+    result, end = await _outcome(call, registry, ctx)
+    # A server or command may echo back a credential it was given: masked here, before the model, the store,
+    # the events or a trace can see it.
+    if (masked := redact(result.content)) is not result.content:
+        result = msgspec.structs.replace(result, content=masked)
+    return result, end
+
+
+async def _outcome(call: ToolCallBlock, registry: Registry, ctx: ToolContext) -> tuple[ToolResultBlock, str | None]:
     tool = registry.get(call.name)
     if tool is None:
         return ToolResultBlock(call.id, call.name, registry.missing(call.name), True), None
