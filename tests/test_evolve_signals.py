@@ -77,6 +77,50 @@ async def test_two_corrections_start_the_pass_and_an_ordinary_line_does_not(stor
     assert "summarise it" in request_text(review) and "shorter please" in request_text(review)
 
 
+async def test_a_correction_before_a_restart_counts_with_one_after_it(tmp_path):
+    db = tmp_path / "rooms.db"
+    provider = ScriptedProvider({"commander": [Reply(say=s) for s in ("one", "two", "three")],
+                                 "evolve": [Reply(say=PROPOSAL)]})
+    events = Recorder()
+    db_store = await Store.open(db)
+    try:
+        async with Room.create(db_store, team(), resolver(provider), workspace=tmp_path, on_event=events) as room:
+            rid = room.id
+            for line in ("summarise it", "no, that's wrong"):
+                await room.post(line)
+                await room.idle()
+    finally:
+        await db_store.close()
+    assert events.of(Evolution) == []
+    db_store = await Store.open(db)  # a restart: the sum so far, and the line it began at, are read back
+    try:
+        async with Room.open(db_store, rid, resolver(provider), on_event=events) as room:
+            assert room._signals is not None and room._signals.seen == ["correction"]
+            await room.post("actually, shorter please")
+            await room.idle()
+            assert room._signals.total == 0
+        async with Room.open(db_store, rid, resolver(provider)) as room:
+            assert room._signals is not None and room._signals.total == 0  # the pass's reset was kept too
+    finally:
+        await db_store.close()
+    [(_, ev)] = events.of(Evolution)
+    assert ev.status == "proposed" and ev.seq[0] == 1  # from the first line, before the restart
+    [review] = [r for r in provider.requests if r.agent == "evolve"]
+    assert "summarise it" in request_text(review) and "shorter please" in request_text(review)
+
+
+async def test_signals_kept_in_a_tampered_store_count_only_as_what_they_name(store, tmp_path):  # noqa: F811
+    provider = ScriptedProvider({"commander": [Reply(say="one")]})
+    async with Room.create(store, team(), resolver(provider), workspace=tmp_path) as room:
+        rid = room.id
+    record = await store.room(rid)
+    await store.set_meta(rid, {**record.meta, "signals": {"total": 1e9, "seen": ["correction", "rm -rf", 7] * 3,
+                                                          "line": "x"}})
+    async with Room.open(store, rid, resolver(provider)) as room:
+        assert room._signals is not None and room._signals.seen == ["correction"] * 3
+        assert room._signals.total == 9.0 and room._line_seq is None
+
+
 async def test_a_commander_only_room_never_runs_the_pass(store, tmp_path):  # noqa: F811
     events = Recorder()
     provider = ScriptedProvider({"commander": [Reply(say="one"), Reply(say="two")], "evolve": [Reply(say=PROPOSAL)]})

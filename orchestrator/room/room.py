@@ -10,7 +10,7 @@ import sys
 import time
 from contextlib import AsyncExitStack, aclosing, asynccontextmanager
 from pathlib import Path
-from typing import AsyncIterator, Awaitable, Callable, Final
+from typing import Any, AsyncIterator, Awaitable, Callable, Final
 
 import msgspec
 import trio
@@ -116,6 +116,11 @@ class Room:
                                 topics=given.weaknesses) if given.evolve else None
         if self._signals is not None:
             self._bus.subscribe(self._signals.observe)
+            saved = record.meta.get("signals")
+            self._signals.restore(saved)
+            if isinstance(saved, dict) and isinstance(line := saved.get("line"), int) and line >= 0:
+                self._line_seq = line  # the pass, when it comes, reviews from the line the sum began at
+        self._signals_kept = self._signals_now()
 
     # --- opening and closing -------------------------------------------------------------
 
@@ -298,8 +303,26 @@ class Room:
             improvement.start(self, self._line_seq, "signals")  # counted: idle() waits for the pass too
         elif self._bus.carrying:
             self.spawn(self._bus.flush)
+        elif self._signals_kept != self._signals_now() and not self._closing:
+            self.spawn(self._keep_signals)
         elif self._bus.deferring and self._deferred_writer is None and not self._closing:
             self._deferred_writer = self._tasks.scoped(self._write_deferred)  # the room's close writes them if stopped
+
+    def _signals_now(self) -> dict[str, Any] | None:
+        if self._signals is None:
+            return None
+        return {**self._signals.saved(), "line": self._line_seq}
+
+    async def _keep_signals(self) -> None:
+        """The signals' sum in the room's metadata, so that a room reopened later goes on counting."""
+        now = self._signals_kept = self._signals_now()
+        await self.update_meta(signals=now)
+
+    async def update_meta(self, **changes: Any) -> None:
+        """Set keys of the room's stored metadata (None removes one), keeping the rest as it is."""
+        meta = {**self.record.meta, **changes}
+        self.record.meta = {k: v for k, v in meta.items() if v is not None}
+        await self._store.set_meta(self.id, self.record.meta)
 
     async def _write_deferred(self) -> None:
         try:

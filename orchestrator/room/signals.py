@@ -7,12 +7,14 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass, field
-from typing import Literal
+from typing import Any, Literal, cast, get_args
 
 from orchestrator.core.events import CallUsage, Done, Event, MessageEvent, Retry, ToolEnd
 from orchestrator.skills.activation import NAME as ACTIVATE
 
 Kind = Literal["correction", "skill_contradicted", "recovery", "long_task", "weakness"]
+_KINDS: frozenset[str] = frozenset(get_args(Kind))
+_KEPT = 1_000  # signals restored at most: a pass resets them long before
 
 # A user line that corrects the previous answer, per language: (phrase, where). "start": the line begins with it
 # (after an @mention); "any": it appears anywhere as whole words. Lower case, straight apostrophes. Short words
@@ -102,6 +104,22 @@ class Signals:
 
     def reset(self) -> None:
         self.total, self.seen = 0.0, []
+
+    def saved(self) -> dict[str, Any]:
+        """What a restart needs to go on counting: the sum, what made it, and whether the next user line follows an
+        answer (and a skill) so that it can correct them."""
+        return {"total": self.total, "seen": list(self.seen), "answered": self._answered, "skill": self._skill}
+
+    def restore(self, saved: object) -> None:
+        """Go on from what `saved` returned, as the room's metadata kept it; anything else there (the store is
+        a file others may write) is ignored, and the sum is what the kinds kept would add up to, never a number
+        read as it is."""
+        if not isinstance(saved, dict) or not isinstance(seen := saved.get("seen"), list):
+            return
+        kept = [cast(Kind, k) for k in seen[:_KEPT] if isinstance(k, str) and k in _KINDS]
+        self.seen = kept
+        self.total = sum(getattr(self.weights, k) for k in kept)
+        self._answered, self._skill = saved.get("answered") is True, saved.get("skill") is True
 
     def observe(self, ev: Event) -> None:
         if isinstance(ev, MessageEvent):

@@ -243,7 +243,7 @@ class Shell:
         extra = {"model": self.args.model, "scripted": str(self.args.scripted) if self.args.scripted else None}
         extra = {k: v for k, v in extra.items() if v}
         if extra:
-            await self.store.set_meta(room.id, {**room.record.meta, **extra})
+            await room.update_meta(**extra)
 
     def goodbye(self) -> None:
         """How to come back to the room just left."""
