@@ -5,13 +5,15 @@ from __future__ import annotations
 
 import json
 import os
+import secrets
 import shutil
 import socket
 import subprocess
 import sys
 import textwrap
 import threading
-from collections.abc import Iterator
+import time
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pexpect
@@ -216,9 +218,10 @@ def test_sources_over_other_protocols_are_refused_and_git_cannot_be_steered_to_t
     folder = tmp_path / "probe"
     safe_git.init(folder)
     with pytest.raises(InputError, match="git fetch failed"):
-        safe_git.fetch(folder, f"ext::sh -c touch% {marker}", "", "file")
+        safe_git.fetch(folder, f"ext::sh -c touch% {marker}", "", "file", most=tree.MAX_HISTORY)
     with pytest.raises(InputError, match="git fetch failed"):
-        safe_git.fetch(folder, (tmp_path / "nowhere").as_uri(), "", "git")  # file:// when only git is allowed
+        # file:// when only git is allowed
+        safe_git.fetch(folder, (tmp_path / "nowhere").as_uri(), "", "git", most=tree.MAX_HISTORY)
     assert not marker.exists()
     # a submodule pointing at a refused transport refuses the package
     repo = tmp_path / "withsub"
@@ -281,6 +284,180 @@ async def test_a_tree_over_the_size_limit_is_refused(tmp_path, env, monkeypatch)
         await lifecycle.add(str(repo), None, "")
     assert registry(env) == {} and list((packages_dir(env) / "staging").iterdir()) == []
 
+
+CAP = 256 * 1024  # the history cap the tests below patch in: a few random commits pass it, a small package does not
+
+
+def heavy(repo: Path, commits: int, size: int = 96 * 1024) -> str:
+    """`commits` commits, each replacing one file with `size` random bytes: a history about commits × size (random
+    bytes do not compress) behind a tree of one such file, far below the tree cap."""
+    last = ""
+    for i in range(commits):
+        repo.mkdir(parents=True, exist_ok=True)
+        (repo / "blob.bin").write_bytes(os.urandom(size))
+        last = commit(repo, {"skills/greeter/SKILL.md": SKILL}, message=f"random {i}")
+    return last
+
+
+@pytest.fixture
+def marked(monkeypatch: pytest.MonkeyPatch) -> Callable[[], list[str]]:
+    """Every process started from here on carries a mark in its environment (git passes it to its children);
+    the function returns those still running. A zombie has no environment left, so it is not counted."""
+    if not Path("/proc/self/environ").exists():
+        pytest.skip("no /proc here to see which processes are left")
+    key, value = "ORCHESTRATOR_TEST_MARK", secrets.token_hex(8)
+    monkeypatch.setenv(key, value)
+    mark = f"{key}={value}".encode()
+
+    def running() -> list[str]:
+        found = []
+        for entry in Path("/proc").iterdir():
+            if not entry.name.isdigit() or int(entry.name) == os.getpid():
+                continue
+            try:
+                environ, cmdline = (entry / "environ").read_bytes(), (entry / "cmdline").read_bytes()
+            except OSError:  # gone, or not ours
+                continue
+            if mark in environ.split(bytes(1)):
+                found.append(f"{entry.name}: {cmdline.replace(bytes(1), b' ').decode(errors='replace')}")
+        return found
+
+    def survivors() -> list[str]:
+        # A SIGKILL takes effect when its process next runs: one that holds none of git's pipes (pack-objects
+        # on the serving side) may still be on its way out when the fetch returns. What the kill missed (the
+        # stand-in ssh's `sleep 600`) is still there after the wait.
+        for _ in range(100):
+            if not (found := running()):
+                break
+            time.sleep(0.05)
+        return found
+
+    probe = subprocess.Popen(["sleep", "30"])  # the check must see a marked process, or it proves nothing
+    try:
+        assert any(line.startswith(f"{probe.pid}:") for line in running())
+    finally:
+        probe.kill()
+        probe.wait()
+    assert survivors() == []
+    return survivors
+
+
+def objects(folder: Path) -> list[tuple[str, int]]:
+    root = folder / ".git" / "objects"
+    return sorted((str(p.relative_to(root)), p.stat().st_size if p.is_file() else 0) for p in root.rglob("*"))
+
+
+async def test_a_history_over_the_cap_is_refused_on_add_over_file_and_git_daemon(tmp_path, env, daemon, monkeypatch,
+                                                                                  marked):
+    from orchestrator.packages import lifecycle
+
+    served, port = daemon
+    heavy(served / "heavy.git", commits=4)  # one tree of 96 KiB, a history of 384 KiB
+    monkeypatch.setattr(tree, "MAX_HISTORY", CAP)
+    root = packages_dir(env)
+    for source in ((served / "heavy.git").as_uri(), f"git://127.0.0.1:{port}/heavy.git"):
+        with pytest.raises(tree.PackageRefused) as refused:
+            await lifecycle.add(source, None, "")
+        said = str(refused.value)
+        assert "\n" not in said, said
+        assert said.startswith("heavy: refused: its git history passed 262,144 bytes, the cap on a package's "
+                               "history, so the download was stopped (to take only its current files, commit a copy "
+                               "of them to a new repository and add that); nothing of it was kept"), said
+        assert registry(env) == {} and list((root / "enabled").iterdir()) == []
+        assert list((root / "staging").iterdir()) == []
+        assert marked() == []
+
+    # under the same cap, a package with a short history installs as before
+    commit(served / "small.git", {"skills/greeter/SKILL.md": SKILL})
+    pkg = await lifecycle.add(f"git://127.0.0.1:{port}/small.git", None, "")
+    assert registry(env)["small"]["commit"] == pkg.commit and (root / "enabled" / "small" / "skills").is_dir()
+    assert marked() == []
+
+
+async def test_an_update_over_the_cap_is_refused_and_the_package_stays_as_it_was(tmp_path, env, monkeypatch, marked):
+    from orchestrator.packages import lifecycle
+
+    repo = tmp_path / "kit"
+    first = heavy(repo, commits=1)
+    monkeypatch.setattr(tree, "MAX_HISTORY", CAP)
+    await lifecycle.add(str(repo), None, "")
+    folder = packages_dir(env) / "enabled" / "kit"
+    kept, entry = objects(folder), registry(env)["kit"]
+    blob = (folder / "blob.bin").read_bytes()
+    heavy(repo, commits=2)  # with the 96 KiB there, 288 KiB: over the cap
+
+    with pytest.raises(tree.PackageRefused) as refused:
+        await lifecycle.update("kit")
+    said = str(refused.value)
+    assert "\n" not in said and said.startswith("kit: update refused: its git history passed 262,144 bytes, the cap"), said
+    assert said.endswith(f"nothing of it was written, kit stays at {first[:12]}"), said
+    assert marked() == []
+    assert objects(folder) == kept  # nothing git brought is left in the package's objects
+    assert registry(env)["kit"] == entry and (folder / "blob.bin").read_bytes() == blob
+    assert safe_git.run(folder, "rev-parse", "HEAD").stdout.decode().strip() == first
+    assert safe_git.changed(folder) == []
+    safe_git.run(folder, "fsck", "--no-progress")
+    found = skills(env, tmp_path)["greeter"]
+    assert (found["root"], found["status"]) == ("package", "loaded")
+
+    monkeypatch.setattr(tree, "MAX_HISTORY", 2 * CAP)  # room enough: the same update goes through
+    pkg, change = await lifecycle.update("kit")
+    assert change.startswith(f"{first[:12]} -> ") and registry(env)["kit"]["commit"] == pkg.commit != first
+    assert (folder / "blob.bin").read_bytes() == (repo / "blob.bin").read_bytes()
+
+
+STALLING_SSH = """\
+#!/bin/sh
+# Stands in for ssh (GIT_SSH_VARIANT=simple: HOST COMMAND): runs the command here. With STALL_AFTER set it
+# passes on only that many bytes of the answer and then holds the connection open without a word.
+if [ -z "$STALL_AFTER" ]; then exec sh -c "$2"; fi
+sh -c "$2" | { stdbuf -o0 head -c "$STALL_AFTER"; exec sleep 600; }  # unbuffered: each read passed on
+"""
+
+
+@pytest.fixture
+def stalling(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """ssh:// sources reach this machine's own repositories through STALLING_SSH, the user's GIT_SSH_COMMAND."""
+    script = tmp_path / "stalling-ssh"
+    script.write_text(STALLING_SSH)
+    script.chmod(0o755)
+    monkeypatch.setenv("GIT_SSH_COMMAND", str(script))
+    monkeypatch.setenv("GIT_SSH_VARIANT", "simple")
+
+
+async def test_a_stalled_download_is_stopped_at_the_cap_or_the_timeout_with_every_process_it_started(
+        tmp_path, env, monkeypatch, marked, stalling):
+    from orchestrator.packages import lifecycle
+
+    repo = tmp_path / "slow"
+    first = heavy(repo, commits=1)
+    monkeypatch.setattr(tree, "MAX_HISTORY", CAP)
+    monkeypatch.setattr(safe_git, "TIMEOUT", 60.0)  # a watcher that missed the cap shows as this timeout instead
+    await lifecycle.add(f"ssh://127.0.0.1{repo}", None, "")
+    folder = packages_dir(env) / "enabled" / "slow"
+    kept, entry = objects(folder), registry(env)["slow"]
+    heavy(repo, commits=4)
+
+    # the source sends well past the cap, then nothing: only the cap ends the fetch, and its pipeline with it
+    monkeypatch.setenv("STALL_AFTER", str(3 * CAP))
+    with pytest.raises(tree.PackageRefused, match=r"^slow: update refused: its git history passed 262,144 bytes"):
+        await lifecycle.update("slow")
+    assert marked() == []  # the stand-in's `sleep 600` and head went with git
+    assert objects(folder) == kept and registry(env)["slow"] == entry
+
+    # it sends less than the cap, then nothing: the timeout ends it the same way
+    monkeypatch.setattr(tree, "MAX_HISTORY", 8 * CAP)
+    monkeypatch.setattr(safe_git, "TIMEOUT", 1.0)
+    with pytest.raises(safe_git.GitError, match=r"^git fetch took over 1 s and was stopped; try again later$"):
+        await lifecycle.update("slow")
+    assert marked() == []
+    assert objects(folder) == kept and registry(env)["slow"] == entry
+
+    monkeypatch.delenv("STALL_AFTER")
+    monkeypatch.setattr(safe_git, "TIMEOUT", 60.0)
+    pkg, change = await lifecycle.update("slow")
+    assert change.startswith(f"{first[:12]} -> ") and (folder / "blob.bin").read_bytes() == (repo / "blob.bin").read_bytes()
+    assert marked() == []
 
 PYPROJECT = """\
 [build-system]

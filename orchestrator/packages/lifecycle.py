@@ -13,7 +13,7 @@ from typing import Awaitable, Callable
 import trio
 
 from orchestrator.core.errors import InputError
-from orchestrator.packages import deps, git, shims
+from orchestrator.packages import deps, git, shims, tree
 from orchestrator.packages.places import Places, places
 from orchestrator.packages.registry import Answer, Package, Registry, load, locked, save
 from orchestrator.packages.source import Source, check_name, default_name, parse
@@ -54,6 +54,15 @@ def _judge(folder: Path, commit: str) -> Found:
     return detect(entries, lambda e: git.blob(folder, e.object))
 
 
+def _fetch(folder: Path, source: Source, ref: str) -> str:
+    """The commit `ref` names at the source, fetched under the history cap; a source over it is refused like
+    an unsafe tree, with nothing of what it sent left in `folder`."""
+    try:
+        return git.fetch(folder, source.url, ref, source.protocol, most=tree.MAX_HISTORY)
+    except git.OverCap as exc:
+        raise tree.history_refused(exc.most) from None
+
+
 def _fill(pkg: Package, commit: str, found: Found) -> None:
     pkg.commit, pkg.kinds, pkg.skill_roots, pkg.skills = commit, found.kinds, found.skill_roots, found.skills
     pkg.commands, pkg.notes = found.commands, found.notes
@@ -64,8 +73,8 @@ def _stage(where: Places, source: Source, name: str, ref: str) -> tuple[Path, st
     staging = where.made().staging / f"{name}-{secrets.token_hex(4)}"
     try:
         git.init(staging)
-        commit = git.fetch(staging, source.url, ref, source.protocol)
         try:
+            commit = _fetch(staging, source, ref)
             found = _judge(staging, commit)
         except PackageRefused as exc:
             raise PackageRefused(f"{name}: refused: {exc}; nothing of it was kept") from None
@@ -110,14 +119,14 @@ def _fast_forward(where: Places, name: str) -> tuple[Package, str]:
         pkg = reg.packages[name]
         folder = where.folder(name, pkg.enabled)
         source = parse(pkg.source)
-        new = git.fetch(folder, source.url, pkg.ref, source.protocol)
-        if new == pkg.commit:
-            return pkg, "up to date"
-        if not git.is_ancestor(folder, pkg.commit, new):
-            raise InputError(f"{name}: the source's {pkg.ref or 'default branch'} no longer continues from "
-                             f"{pkg.commit[:12]} (history was rewritten); `orchestrator packages remove {name}` "
-                             "and add it again to take it as it is now")
-        try:
+        try:  # refused while fetching or after: the folder, its files and the registry stay as they were
+            new = _fetch(folder, source, pkg.ref)
+            if new == pkg.commit:
+                return pkg, "up to date"
+            if not git.is_ancestor(folder, pkg.commit, new):
+                raise InputError(f"{name}: the source's {pkg.ref or 'default branch'} no longer continues from "
+                                 f"{pkg.commit[:12]} (history was rewritten); `orchestrator packages remove "
+                                 f"{name}` and add it again to take it as it is now")
             found = _judge(folder, new)
         except PackageRefused as exc:
             raise PackageRefused(f"{name}: update refused: {exc}; nothing of it was written, {name} stays at "

@@ -1,6 +1,6 @@
 """A package's commit, judged from git's objects before any of its files is written: the checks that
-refuse it (links, submodules over other protocols, size) and what it is (skill-form, CLI-form, both),
-with the dependency step its files call for.
+refuse it (links, submodules over other protocols, size, and the size of its history as it arrives) and
+what it is (skill-form, CLI-form, both), with the dependency step its files call for.
 """
 from __future__ import annotations
 
@@ -21,6 +21,11 @@ from orchestrator.packages.source import ALLOWED, classify
 
 MAX_BYTES = 256 * 1024 * 1024  # the files of one commit, in all
 MAX_FILES = 20_000
+# What a package's git objects may take on disk, checked while they are fetched, before the tree can be.
+# A fetch brings the whole history, every version of every file (compressed), which for a package with a
+# long life is larger than its one tree: four trees' worth leaves room for that and still bounds what a
+# hostile or huge source can fill the disk with.
+MAX_HISTORY = 4 * MAX_BYTES
 LINK, GITLINK = "120000", "160000"
 COMMAND_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._+-]{0,63}$")
 SKILL_FILES = ("SKILL.md", "skill.md")
@@ -56,7 +61,16 @@ def check(entries: list[Entry], submodule_urls: Callable[[str], list[str]]) -> N
                 raise PackageRefused(f"a submodule points at {url!r} ({why})")
 
 
+def history_refused(most: int) -> PackageRefused:
+    """The refusal of a source whose git objects passed `most` bytes as they arrived (git.OverCap)."""
+    return PackageRefused(f"its git history passed {_size(most)}, the cap on a package's history, so the download "
+                          "was stopped (to take only its current files, commit a copy of them to a new "
+                          "repository and add that)")
+
+
 def _size(n: int) -> str:
+    if n >= 2**30:
+        return f"{n / 2**30:.1f} GiB"
     return f"{n / 2**20:.1f} MiB" if n >= 2**20 else f"{n:,} bytes"
 
 
