@@ -258,6 +258,26 @@ async def test_the_schedule_runs_a_pass_every_12_hours_after_a_signal_and_after_
     assert len([r for r in provider.requests if r.agent == "evolve"]) == 2
 
 
+async def wait_all_closed(host: RoomHost) -> None:
+    with trio.fail_after(10):
+        while host.rooms:
+            await trio.sleep(0.01)
+
+
+async def test_a_room_a_host_closed_and_reopened_counts_its_signals_once(store, tmp_path):  # noqa: F811
+    passes = Passes()
+    provider = ScriptedProvider({"commander": [Reply(say=s) for s in ("one", "two", "three")],
+                                 "evolve": [Reply(say="NO_PROPOSAL")]})
+    async with RoomHost.open(store, resolver(provider), team=team(), on_open=passes, workspace=tmp_path,
+                             idle_close=0) as host:
+        room, _ = await host.ask(None, "write the summary")
+        await host.ask(room.id, "no, that's wrong")  # 3 of 5
+        await wait_all_closed(host)  # closed at once (idle_close=0), its sum kept with it
+        again, _ = await host.ask(room.id, "thanks, a title now")  # reopened: still 3, so no pass
+        assert again is not room and again._signals is not None and again._signals.total == 3.0
+    assert passes.seen == [] and not [r for r in provider.requests if r.agent == "evolve"]
+
+
 class Hanging:
     """A model that never answers (and sets no timer the mock clock could jump to)."""
 

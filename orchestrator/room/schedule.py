@@ -87,10 +87,8 @@ class Schedule:
         if settings is None or room._signals is None:
             return
         track = self.tracks.get(room.id)
-        if track is None:
+        if track is None:  # reopened, the room read back its own signals' sum (Room keeps it in its metadata)
             track = self.tracks[room.id] = Track(room_id=room.id, settings=settings, wake=self._wake)
-        else:  # reopened: what its signals gathered before it closed still counts
-            room._signals.total += track.pending
         track.settings, track.signals, track.pending = settings, room._signals, 0.0
         if room._line_seq is not None and track.first_seq is None:
             track.first_seq = room._line_seq
