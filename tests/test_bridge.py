@@ -1,9 +1,11 @@
 """The reverse bridge end to end: `python -m orchestrator bridge` run as an external agent runs it, driven by the
 official MCP SDK's stdio client, reaching a room's skills, a real MCP connector and the knowledge base; its
-credentials (wrong, revoked), its private folder, and the hand back."""
+credentials (wrong, revoked), its private folder, the hand back, and a call the agent cancels."""
 from __future__ import annotations
 
+import json
 import os
+import random
 import stat
 import sys
 from collections.abc import AsyncIterator
@@ -78,6 +80,9 @@ def workspace(tmp_path: Path) -> Path:
     (style / "scripts").mkdir()
     (style / "scripts" / "hello.sh").write_text('echo "hello $1 from $(pwd)"\necho made > made.txt\n'
                                                 'touch "$(dirname "$0")/touched" 2>/dev/null || echo "skill folder read-only"\n')
+    (style / "scripts" / "nap.sh").write_text('sleep "$1"\necho "slept $1"\n')
+    (style / "scripts" / "gate.sh").write_text('touch "$1.waiting"\nwhile [ ! -e "$1" ]; do sleep 0.05; done\n'
+                                               'echo "through $1"\n')
     skill(tmp_path / "foreign", "foreign-trick", "FOREIGN-SKILL")
     (tmp_path / "secret.txt").write_text("not for agents")
     return tmp_path
@@ -312,3 +317,119 @@ async def test_with_the_sandbox_off_a_script_asks_first(workspace):
             text, error = await call(client, "run_skill_script", name="house-style", script="scripts/hello.sh")
     assert error and "denied" in text and asker.asked == [("claude", "unsandboxed")]
     assert not (workspace / "work" / "made.txt").exists()
+
+
+def naps() -> str:
+    """A sleep length no other process has: its sleep is found by its command line, inside the jail or not."""
+    return f"{300 + random.random() * 100:.6f}"
+
+
+def sleeping(length: str) -> bool:
+    wanted = b"sleep\0" + length.encode() + b"\0"
+    for entry in os.listdir("/proc"):
+        try:
+            with open(f"/proc/{entry}/cmdline", "rb") as f:
+                if f.read() == wanted:
+                    return True
+        except OSError:
+            pass  # not a process, or gone meanwhile
+    return False
+
+
+async def until(ready, seconds: float = 20) -> None:
+    with trio.fail_after(seconds):  # a script's start in the jail, under load
+        while not ready():
+            await trio.sleep(0.02)
+
+
+async def test_a_cancelled_call_ends_its_script_and_the_connection_goes_on(workspace):
+    if why := await trio.to_thread.run_sync(backend().unavailable):
+        pytest.skip(f"no sandbox here: {why}")
+    room = Room(workspace, ToolSession(workspace / "work"), None, None)
+    async with Bridge.open(await room.services()) as bridge:
+        async with agent(bridge.grant("claude")) as client:
+            length = naps()
+            stopped = trio.CancelScope()
+            ended: list[float] = []
+
+            async def long_call() -> None:
+                with stopped:  # the SDK's client tells the server when its call is cancelled
+                    await call(client, "run_skill_script", name="house-style", script="scripts/nap.sh",
+                               args=[length], timeout=600)
+                ended.append(trio.current_time())
+
+            async with trio.open_nursery() as nursery:
+                nursery.start_soon(long_call)
+                await until(lambda: sleeping(length))
+                cancelled_at = trio.current_time()
+                stopped.cancel()
+            assert stopped.cancelled_caught and ended
+            await until(lambda: not sleeping(length), 10)  # its process ended, well before its sleep would
+            assert trio.current_time() - cancelled_at < 10
+            text, error = await call(client, "run_skill_script", name="house-style", script="scripts/nap.sh",
+                                     args=["0"])
+            assert not error and "slept 0" in text and "[exit code 0]" in text, text
+
+
+class Wire:
+    """The bridge spoken to line by line, as a client that checks what it is answered and what it is not."""
+
+    def __init__(self, stream: trio.SocketStream):
+        self.stream, self.buffer, self.answers = stream, b"", {}
+
+    async def send(self, message: dict) -> None:
+        await self.stream.send_all(json.dumps({"jsonrpc": "2.0", **message}).encode() + b"\n")
+
+    async def answer(self, ident: int, seconds: float = 20) -> dict:
+        with trio.fail_after(seconds):
+            while ident not in self.answers:
+                while b"\n" not in self.buffer:
+                    chunk = await self.stream.receive_some(65536)
+                    assert chunk, "the bridge closed the connection"
+                    self.buffer += chunk
+                line, _, self.buffer = self.buffer.partition(b"\n")
+                message = json.loads(line)
+                assert message["id"] not in self.answers, f"answered twice: {message}"
+                self.answers[message["id"]] = message
+        return self.answers[ident]
+
+
+async def test_a_cancelled_request_is_never_answered_and_the_others_are(workspace):
+    """The protocol's rule, seen on the wire: the cancelled call's script ends and no answer comes for it, while
+    a call beside it runs to its end, and an unknown or finished id cancels nothing."""
+    asker = Asker("run")  # the sandbox off: each script asks, and is allowed
+    session = ToolSession(workspace / "work", ask=asker, sandbox=Settings(enabled=False))
+    room = Room(workspace, session, None, None)
+    async with Bridge.open(await room.services()) as bridge:
+        grant = bridge.grant("claude")
+        async with await trio.open_unix_socket(str(bridge.socket_path)) as raw:
+            await raw.send_all(grant.token.encode() + b"\n")
+            assert await raw.receive_some(3) == b"ok\n"
+            wire = Wire(raw)
+            await wire.send({"id": 1, "method": "initialize", "params": {
+                "protocolVersion": "2025-06-18", "capabilities": {}, "clientInfo": {"name": "t", "version": "0"}}})
+            assert "result" in await wire.answer(1)
+            long, work = naps(), workspace / "work"
+
+            def script(ident: int, name: str, arg: str) -> dict:
+                return {"id": ident, "method": "tools/call", "params": {"name": "run_skill_script", "arguments": {
+                    "name": "house-style", "script": f"scripts/{name}", "args": [arg], "timeout": 600}}}
+
+            await wire.send(script(2, "nap.sh", long))
+            await wire.send(script(3, "gate.sh", "gate"))  # runs until the file `gate` is made
+            await until(lambda: sleeping(long) and (work / "gate.waiting").exists())
+            for stray in ("2", 99, 2.0, True):  # another id's type, an unknown one: nothing is cancelled
+                await wire.send({"method": "notifications/cancelled", "params": {"requestId": stray}})
+            await wire.send({"method": "notifications/cancelled", "params": {"requestId": 2, "reason": "user"}})
+            await until(lambda: not sleeping(long), 10)
+            await wire.send({"id": 4, "method": "tools/call", "params": {"name": "list_skills", "arguments": {}}})
+            assert "house-style" in (await wire.answer(4))["result"]["content"][0]["text"]
+            (work / "gate").touch()  # the call beside the cancelled one went on, and ends now
+            done = (await wire.answer(3))["result"]
+            assert not done["isError"] and "through gate" in done["content"][0]["text"], done
+            await wire.send({"method": "notifications/cancelled", "params": {"requestId": 3}})  # finished: no-op
+            await wire.send({"id": 5, "method": "ping"})
+            assert (await wire.answer(5))["result"] == {}
+            with trio.move_on_after(0.5):  # anything still on its way would be an answer to 2
+                await wire.answer(2)
+            assert set(wire.answers) == {1, 3, 4, 5}

@@ -18,6 +18,7 @@ from typing import TYPE_CHECKING, Sequence
 
 import trio
 
+from orchestrator.acp import homes
 from orchestrator.core.errors import InputError
 from orchestrator.core.secrets import fetched, needed
 from orchestrator.mcplink.config import expand
@@ -72,6 +73,7 @@ class AgentProcess:
     stderr: StderrTail
     names: guard.Guard | None = None  # the workspace's protected names, looked at before and after
     seen: Scan | None = None
+    lock: int | None = None  # on a kept HOME while the agent runs (homes.hold): a prune leaves it alone
     ended: bool = False
     watching: bool = False
     exited: trio.Event = field(default_factory=trio.Event)
@@ -138,7 +140,10 @@ class AgentProcess:
                 if pipe is not None:
                     await pipe.aclose()
             if self.own_home:
-                await trio.to_thread.run_sync(shutil.rmtree, self.home, True, limiter=_BLOCKING)
+                await trio.to_thread.run_sync(homes.remove_folder, self.home, limiter=_BLOCKING)
+            if self.lock is not None:
+                os.close(self.lock)
+                self.lock = None
 
 
 def _members(pgid: int) -> list[int]:
@@ -206,7 +211,7 @@ async def start(spec: AcpSpec, session: ToolSession, agent: str, *, cwd: Path, s
         raise AcpStartError(f"agent {agent}: not started: the sandbox is off and the user did not allow "
                             f"running it unsandboxed")
     own_home = home is None
-    folder = await trio.to_thread.run_sync(_make_home, home, spec.home_files, agent, limiter=_BLOCKING)
+    folder, lock = await trio.to_thread.run_sync(_make_home, home, spec.home_files, agent, limiter=_BLOCKING)
     fds: list[int] = []
     watch, seen = None, None
     try:
@@ -231,14 +236,16 @@ async def start(spec: AcpSpec, session: ToolSession, agent: str, *, cwd: Path, s
             if watch is not None and seen is not None:
                 await trio.to_thread.run_sync(lambda: watch.after(agent, seen), limiter=_BLOCKING)
             if own_home:
-                await trio.to_thread.run_sync(shutil.rmtree, folder, True, limiter=_BLOCKING)
+                await trio.to_thread.run_sync(homes.remove_folder, folder, limiter=_BLOCKING)
+            if lock is not None:
+                os.close(lock)
         if isinstance(exc, OSError):
             raise AcpStartError(f"agent {agent}: could not start {shown(spec)}: {exc.strerror or exc}") from None
         raise
     finally:
         for fd in fds:
             os.close(fd)
-    return AgentProcess(proc, _Group(proc), folder, own_home, StderrTail(), watch, seen)
+    return AgentProcess(proc, _Group(proc), folder, own_home, StderrTail(), watch, seen, lock)
 
 
 def _programs(program: str, args: Sequence[str]) -> list[Path]:
@@ -264,11 +271,20 @@ def _installation(path: Path) -> Path:
     return path
 
 
-def _make_home(home: Path | None, files: Sequence[str], agent: str) -> Path:
-    """The agent's private HOME: `home` (kept by the caller, so the agent's own state survives a restart)
-    or a new folder, with a copy of each of the user's `home_files` at the same place under it."""
-    folder = Path(tempfile.mkdtemp(prefix=f"orchestrator-acp-{agent}-")) if home is None else home
-    folder.mkdir(mode=0o700, parents=True, exist_ok=True)
+def _make_home(home: Path | None, files: Sequence[str], agent: str) -> tuple[Path, int | None]:
+    """The agent's private HOME: `home` (kept by the caller, so the agent's own state survives a restart; held
+    locked while the agent runs, which the returned descriptor does) or a new folder, with a copy of each of the
+    user's `home_files` at the same place under it."""
+    lock = None
+    if home is None:
+        folder = Path(tempfile.mkdtemp(prefix=f"orchestrator-acp-{agent}-"))
+    else:
+        folder = home
+        try:
+            lock = homes.hold(home)
+        except OSError as exc:
+            raise AcpStartError(f"agent {agent}: its HOME {home} cannot be used: {exc.strerror or exc}; remove "
+                                f"it (`orchestrator agents prune` removes those of rooms that are gone)") from None
     mine = Path.home()
     try:
         for raw in files:
@@ -284,7 +300,9 @@ def _make_home(home: Path | None, files: Sequence[str], agent: str) -> Path:
             else:
                 shutil.copy2(source, target)
     except BaseException:
+        if lock is not None:
+            os.close(lock)
         if home is None:
-            shutil.rmtree(folder, True)
+            homes.remove_folder(folder)
         raise
-    return folder
+    return folder, lock

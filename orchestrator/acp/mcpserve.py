@@ -1,5 +1,5 @@
 """The small MCP server the bridge speaks on one authenticated connection: the initialize handshake, ping,
-tools/list and tools/call over the project's own `Tool`s, on a jsonrpc.Peer.
+tools/list and tools/call over the project's own `Tool`s, on a jsonrpc.Peer, and the client's cancellations.
 
 Only the handshake era of the protocol is spoken (the SDK's clients probe `server/discover` first and fall back
 to `initialize` when it is unknown, as it is here); nothing of the `mcp` SDK is imported into the room's process.
@@ -7,12 +7,13 @@ to `initialize` when it is unknown, as it is here); nothing of the `mcp` SDK is 
 from __future__ import annotations
 
 from collections.abc import Callable
+from contextvars import ContextVar
 from itertools import count
 from typing import Any
 
 import trio
 
-from orchestrator.acp.jsonrpc import INVALID_PARAMS, Peer, RpcError
+from orchestrator.acp.jsonrpc import INVALID_PARAMS, OnRequest, Peer, RpcError
 from orchestrator.core.log import logger
 from orchestrator.tools.base import Tool, ToolContext, ToolError, ToolOutput
 from orchestrator.tools.session import ToolSession
@@ -25,6 +26,60 @@ SERVER_INFO = {"name": "orchestrator", "title": "The orchestrator's room", "vers
 INSTRUCTIONS = ("Tools of the room you work in: its skills (list_skills, read_skill, read_skill_file, "
                 "run_skill_script), its MCP connectors (list_connectors, call_connector) and its knowledge base "
                 "(search_knowledge).")
+
+
+# The id of the request the current task answers: each request is served in a task of its own.
+_ANSWERING: ContextVar[object] = ContextVar("mcp_request_id")
+
+
+class _Withdrawn(Exception):
+    """The client cancelled the request: its handler stopped and it gets no answer."""
+
+
+class _Peer(Peer):
+    """A Peer that honours MCP's `notifications/cancelled`: the request it names is stopped (a script it runs is
+    ended, as a timeout ends one) and is never answered, as the protocol says; the other requests go on. The
+    answer is written outside the cancel, so a cancel arriving as it goes out never cuts a line in two."""
+
+    def __init__(self, stream: trio.abc.Stream, on_request: OnRequest):
+        super().__init__(stream, stream, on_request=self._handled, on_notify=self._notified)
+        self._handler = on_request
+        self._running: dict[int | str, trio.CancelScope] = {}
+
+    async def _serve_request(self, ident: Any, method: str, params: Any) -> None:
+        _ANSWERING.set(ident)
+        try:
+            await super()._serve_request(ident, method, params)
+        except _Withdrawn:
+            pass
+
+    async def _handled(self, method: str, params: Any) -> Any:
+        key = _key(_ANSWERING.get(None))
+        # initialize may not be cancelled (the protocol says so); an id in use already names the first request
+        if method == "initialize" or key is None or key in self._running:
+            return await self._handler(method, params)
+        with trio.CancelScope() as scope:
+            self._running[key] = scope
+            try:
+                return await self._handler(method, params)
+            finally:
+                del self._running[key]
+        raise _Withdrawn  # the scope caught its cancel: the handler did not finish
+
+    async def _notified(self, method: str, params: Any) -> None:
+        if method != "notifications/cancelled" or not isinstance(params, dict):
+            return
+        key = _key(params.get("requestId"))
+        scope = self._running.get(key) if key is not None else None  # an unknown or finished one is ignored
+        if scope is not None:
+            log.info("bridge request cancelled by the client", request=params.get("requestId"),
+                     reason=str(params.get("reason", ""))[:200])
+            scope.cancel()
+
+
+def _key(ident: object) -> int | str | None:
+    """A request id as the cancellations name it; a float or a bool (which would equal an int) names none."""
+    return ident if type(ident) is int or type(ident) is str else None
 
 
 def negotiate(asked: object) -> str:
@@ -59,7 +114,7 @@ class ToolServer:
 
     async def serve(self, stream: trio.abc.Stream) -> str:
         """Answer on `stream` until the other side closes it; returns why the connection ended."""
-        peer = Peer(stream, stream, on_request=self.request)
+        peer = _Peer(stream, self.request)
         await peer.serve()
         return peer.why_closed
 

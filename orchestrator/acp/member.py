@@ -8,7 +8,6 @@ its own partition only, and a stop sends `session/cancel` without waiting for th
 from __future__ import annotations
 
 import math
-import os
 import re
 import time
 from collections.abc import AsyncGenerator, Awaitable, Callable
@@ -19,6 +18,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 
 import trio
 
+from orchestrator.acp import homes
 from orchestrator.core.errors import OrchestratorError
 from orchestrator.core.events import Done, Event, TextDeltaEvent
 from orchestrator.core.log import logger
@@ -214,9 +214,8 @@ class Seats:
 
 def agent_home(room: str, name: str) -> Path:
     """The member's private HOME in this room, kept across the room's restarts: the agent keeps its sessions
-    there, which `session/load` reopens. Beside the MCP servers' logs, in the user's state folder."""
-    base = Path(os.environ.get("XDG_STATE_HOME") or Path.home() / ".local" / "state")
-    return base / "orchestrator" / "acp" / room / name
+    there, which `session/load` reopens (acp/homes.py says where, and removes it once the room is gone)."""
+    return homes.home(room, name)
 
 
 def open_bridge(skills: Any, hub: Any, servers: Any, knowledge: Any, session: ToolSession

@@ -43,7 +43,8 @@ COMMANDS = {
     "mcp": ("orchestrator.cli.mcp", "add_parser", "MCP: list the configured servers, or serve the team as an "
                                                   "MCP server"),
     "skills": ("orchestrator.cli.skills", "add_parser", "list, show and check skills; review proposed changes"),
-    "agents": ("orchestrator.cli.agents", "add_parser", "external agents (ACP members): check that each starts"),
+    "agents": ("orchestrator.cli.agents", "add_parser", "external agents (ACP members): check that each starts, "
+                                                        "prune their HOMEs"),
     "bridge": ("orchestrator.cli.bridge", "add_parser", "the reverse bridge an external agent runs (internal)"),
     "packages": ("orchestrator.cli.packages", "add_parser", "external packages: add, list, update, enable, remove"),
     "secrets": ("orchestrator.cli.secrets", "add_parser", "secrets in the OS keyring: set, list, remove"),

@@ -75,11 +75,21 @@ def run_dbs() -> list[Path]:
     return sorted(folder.glob("*.db")) if folder.is_dir() else []
 
 
+def old_run_dbs() -> list[Path]:
+    """The kept runs' databases the next `new_run_db` removes, so that a caller can see to their rooms first."""
+    return run_dbs()[:-(KEEP_RUNS - 1) or None]
+
+
+def room_dbs() -> list[Path | str]:
+    """The databases `rooms` and `show` read without `--db`: the chat one and the kept runs, those that exist."""
+    return [db for db in (default_db(), *run_dbs()) if is_url(db) or Path(db).exists()]
+
+
 def new_run_db(name: str) -> Path:
     """A fresh database file for one run (older runs beyond KEEP_RUNS are removed)."""
     private_dir(_home())
     folder = private_dir(runs_dir())
-    for old in run_dbs()[:-(KEEP_RUNS - 1) or None]:
+    for old in old_run_dbs():
         for f in (old, old.with_name(old.name + "-wal"), old.with_name(old.name + "-shm")):
             f.unlink(missing_ok=True)
     stamp = time.strftime("%Y%m%d-%H%M%S")

@@ -14,7 +14,7 @@ from typing import Any
 import msgspec
 import trio
 
-from orchestrator.cli.paths import add_all_flag, database, default_db, open_db, run_dbs, runs_dir
+from orchestrator.cli.paths import add_all_flag, database, default_db, open_db, room_dbs, runs_dir
 from orchestrator.cli.transcript import Printer, json_out, reader_may_leave
 from orchestrator.cli.words import count
 from orchestrator.core.errors import AmbiguousRoom, InputError, RoomNotFound
@@ -35,8 +35,7 @@ def _databases(args) -> list[Path | str]:
         if not is_url(args.db) and not args.db.exists():
             raise InputError(f"{args.db}: no such database; pass --db PATH or set ORCHESTRATOR_DB")
         return [args.db]
-    chat = default_db()
-    return [db for db in (chat, *run_dbs()) if is_url(db) or Path(db).exists()]
+    return room_dbs()
 
 
 async def _listed(dbs: list[Path | str]) -> list[tuple[Path | str, RoomRecord]]:

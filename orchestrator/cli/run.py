@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING, Any
 import msgspec
 import trio
 
-from orchestrator.cli.paths import add_all_flag, database, new_run_db, user_file
+from orchestrator.cli.paths import add_all_flag, database, new_run_db, old_run_dbs, user_file
 from orchestrator.core.errors import InputError
 from orchestrator.scenario.shipped import describe, find_scenario, shipped
 
@@ -28,6 +28,7 @@ if TYPE_CHECKING:
 
 
 async def cmd_run(args) -> int:
+    from orchestrator.acp import homes
     from orchestrator.cli.transcript import Printer, json_out, reader_may_leave
     from orchestrator.providers.registry import Registry
     from orchestrator.scenario.loader import load_scenario
@@ -58,6 +59,8 @@ async def cmd_run(args) -> int:
                 model = registry
             models, prices, config = registry.windows(args.model), registry.catalog.price, registry.config
         await stack.enter_async_context(tracing(args.trace))
+        if not args.db:  # the oldest kept runs are removed for this one: their rooms' agents' HOMEs first
+            await homes.forget_dbs(old_run_dbs())
         db = args.db or new_run_db(scn.name)
         result = await run_scenario(scn, db=db, workspace=args.workspace, model=model, on_event=sink,
                                     models=models, prices=prices, config=config)
@@ -118,6 +121,7 @@ async def cmd_scenarios(args) -> int:
 
 
 async def cmd_check(args) -> int:
+    from orchestrator.acp import homes
     from orchestrator.scenario.loader import load_scenario
     from orchestrator.scenario.runner import run_scenario
 
@@ -144,8 +148,11 @@ async def cmd_check(args) -> int:
             else:
                 from orchestrator.store.postgres import scratch
                 async with scratch(args.db, scn.name) as db:
-                    # run_scenario's `db: Path | None` (scenario/runner.py) omits the URL it opens as well.
-                    result = await run_scenario(scn, db=db)
+                    try:
+                        # run_scenario's `db: Path | None` (scenario/runner.py) omits the URL it opens as well.
+                        result = await run_scenario(scn, db=db)
+                    finally:  # the schema is dropped: its rooms' agents' HOMEs go first
+                        await homes.forget_dbs([db])
         except InputError as exc:
             bad += 1
             print(f"BAD   {path}: {exc}")

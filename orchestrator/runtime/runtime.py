@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import Any
 
 
+from orchestrator.acp import homes
 from orchestrator.core.events import Event
 from orchestrator.core.types import Message
 from orchestrator.providers.base import Provider
@@ -58,6 +59,8 @@ class Runtime:
 
             store = await open_store(db if db is not None else temporary("rooms.db"))
             stack.push_async_callback(store.close)
+            if db is None:  # run before the close: the temporary database's rooms' agents' HOMEs go with it
+                stack.push_async_callback(homes.forget_store, store)
             folder = Path(workspace).expanduser().resolve() if workspace is not None else temporary("workspace")
             folder.mkdir(parents=True, exist_ok=True)
             play = ScriptedProvider({k: list(v) for k, v in scripted.items()}) \

@@ -13,6 +13,7 @@ from typing import Callable
 
 import trio
 
+from orchestrator.acp import homes
 from orchestrator.core.errors import FATAL_KINDS, InputError
 from orchestrator.core.events import Check, ErrorEvent, Event
 from orchestrator.core.types import Usage
@@ -132,7 +133,11 @@ async def run_scenario(scn: Scenario, *, db: Path | str | None = None, workspace
             usage = await UsageLog(store).report(rooms, prices or ModelCatalog().price)
             return Result(result, outcome, room_id, scn.expect.error is not None, usage)
         finally:
-            await store.close()
+            try:
+                if db is None:  # the temporary database goes with the folder: its rooms' agents' HOMEs too
+                    await homes.forget_store(store)
+            finally:
+                await store.close()
 
 
 Resolver = Callable[[str], tuple[Provider, str]]
