@@ -8,6 +8,7 @@ import os
 import random
 import stat
 import sys
+import tempfile
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from pathlib import Path
@@ -286,6 +287,40 @@ async def test_the_folder_is_private_and_gone_after_close(workspace, tmp_path, m
     runtime.chmod(0o755)  # a runtime folder others may enter is not used
     async with Bridge.open(await room.services()) as bridge:
         assert bridge.folder.parent != runtime and stat.S_IMODE(bridge.folder.stat().st_mode) == 0o700
+
+
+async def test_another_user_is_refused_even_when_the_folder_lets_them_in(workspace, tmp_path, monkeypatch):
+    # The private folder keeps other users out; were it opened to them (a mistake, a bind mount), the kernel's
+    # word on who connected (SO_PEERCRED) still refuses them, with the right credential in hand.
+    if os.getuid() != 0:
+        pytest.skip("runs another user's process: needs root (CI runs as root)")
+    python = next((p for p in ("/usr/bin/python3", "/usr/local/bin/python3") if os.access(p, os.X_OK)), None)
+    if python is None:  # this venv's own interpreter may sit in a folder only root may enter
+        pytest.skip("needs a system python3 that another user may run (/usr/bin/python3)")
+    runtime = tmp_path / "run"
+    runtime.mkdir(mode=0o700)
+    monkeypatch.setenv("XDG_RUNTIME_DIR", str(runtime))
+    room = Room(workspace, ToolSession(workspace / "work"), None, None)
+    async with Bridge.open(await room.services()) as bridge:
+        grant = bridge.grant("claude")
+        opened = [f for f in (*reversed(bridge.folder.parents), bridge.folder)
+                  if f.is_relative_to(tempfile.gettempdir()) and not f.stat().st_mode & 0o001]
+        for folder in opened:
+            folder.chmod(folder.stat().st_mode | 0o011)
+        bridge.socket_path.chmod(0o666)
+        code = ("import socket, sys\ns = socket.socket(socket.AF_UNIX)\ns.connect(sys.argv[1])\n"
+                "s.sendall(sys.argv[2].encode() + b'\\n')\nprint(s.recv(512).decode(errors='replace'))\n")
+        try:
+            done = await trio.run_process([python, "-c", code, str(bridge.socket_path), grant.token],
+                                          capture_stdout=True, capture_stderr=True, check=False, user=65534,
+                                          group=65534, extra_groups=[], cwd="/")
+        finally:
+            for folder in opened:
+                folder.chmod(folder.stat().st_mode & ~0o011)
+        assert done.returncode == 0, done.stderr.decode()
+        assert done.stdout.decode().strip() == "refused: the connection is not from this user"
+        async with agent(grant) as client:  # the same credential, from this user, is taken
+            assert "list_skills" in await names(client)
 
 
 async def test_hand_back_reaches_the_callback(workspace):
