@@ -11,6 +11,7 @@ import pytest
 import trio
 import trio.testing
 
+from orchestrator.core import startup
 from orchestrator.core.events import Evolution, MessageEvent
 from orchestrator.core.types import Usage
 from orchestrator.providers.scripted import Reply, ScriptedProvider, request_text
@@ -222,6 +223,14 @@ class Passes:
 SOON = 6 * 3600.0
 
 
+@pytest.fixture
+def no_heap(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A host without its collector policy (room/heap.py), which the CLI turns on for the whole process once any
+    test imports it: the heap settles every second, and the autojumping clock would then crawl through each of
+    the days these tests sleep, one second at a time."""
+    monkeypatch.setattr(startup, "_TUNED", False)
+
+
 @contextmanager
 def held(clock: trio.testing.MockClock) -> Iterator[None]:
     """The mock clock stands still meanwhile: the user's lines are posted "now", even while the store works in a
@@ -234,7 +243,7 @@ def held(clock: trio.testing.MockClock) -> Iterator[None]:
 
 
 async def test_the_schedule_runs_a_pass_every_12_hours_after_a_signal_and_after_3_days_without(
-        store, tmp_path, autojump_clock):  # noqa: F811
+        store, tmp_path, autojump_clock, no_heap):  # noqa: F811
     passes = Passes()
     provider = ScriptedProvider({"commander": [Reply(say=s) for s in ("one", "two", "three")],
                                  "evolve": [Reply(say="NO_PROPOSAL")] * 2})
@@ -289,7 +298,7 @@ class Hanging:
 
 
 async def test_a_failing_or_hanging_pass_in_one_room_does_not_hold_back_another(store, tmp_path,  # noqa: F811
-                                                                                 autojump_clock):
+                                                                                 autojump_clock, no_heap):
     passes = Passes()
     good = ScriptedProvider({"commander": [Reply(say="one"), Reply(say="two")] * 3,
                              "evolve": [Reply(say=PROPOSAL)]})
