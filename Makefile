@@ -39,8 +39,8 @@ test: $(STAMP) sandbox
 	$(BIN)/ruff check --quiet orchestrator tests bench
 	$(BIN)/mypy
 	@test -x /usr/bin/chromium || echo "NOTE: /usr/bin/chromium is missing, so the browser tests of \`serve\` are SKIPPED (apt-get install -y chromium)"
-	@echo "the test suite runs next: 10 to 20 minutes on two cores (one file: $(BIN)/python -m pytest -q tests/test_NAME.py)"
-	$(BIN)/python -m pytest -q -rs
+	@echo "the test suite runs next: about 8 minutes on two cores (one file: $(BIN)/python -m pytest -q tests/test_NAME.py)"
+	$(BIN)/python -m pytest -q -rs -n auto --dist loadfile
 	@if $(BIN)/python tests/live/build.py --check; then $(BIN)/python -m pytest -q -rs tests/live; fi
 	$(BIN)/orchestrator check scenarios/
 
