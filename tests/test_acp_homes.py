@@ -116,6 +116,8 @@ async def test_prune_removes_the_homes_of_rooms_in_no_database(env, tmp_path: Pa
                                          "removed 1 agent HOME (1 room gone from every database)"]
     assert sorted(homes.rooms()) == sorted([chat, run, served])
     assert prune(env).stdout.startswith(f"nothing to remove in {homes.root()}")
+    homes.remove([chat, run, served])
+    assert prune(env).stdout == f"no agent HOMEs in {homes.root()}\n"
 
 
 async def test_a_database_that_cannot_be_read_stops_the_prune(env, tmp_path: Path):

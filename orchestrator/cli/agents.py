@@ -108,8 +108,12 @@ async def cmd_prune(args: argparse.Namespace) -> int:
             print(f"{'would remove' if args.dry_run else 'removed'} {what}")
     rooms = len({o.path.relative_to(homes.root()).parts[0] for o in removed})
     total = f"{count(len(removed), 'agent HOME')} ({count(rooms, 'room')} gone from every database)"
-    if not removed:
+    if not present:
+        print(f"no agent HOMEs in {homes.root()}")
+    elif not outcomes:
         print(f"nothing to remove in {homes.root()}: the room of each HOME there is in a database")
+    elif not removed:
+        print("nothing removed")
     elif args.dry_run:
         print(f"would remove {total}; run it without --dry-run to remove them")
     else:
