@@ -161,6 +161,34 @@ def test_a_skill_package_from_a_git_daemon_is_listed_untrusted_and_usable_until_
     assert "greeter" not in skills(env, ws) and not folder.exists() and registry(env) == {}
 
 
+def test_a_commit_id_pins_the_package_over_file_and_git_daemon(tmp_path, env, daemon):
+    served, port = daemon
+    repo = served / "kit.git"
+    first = commit(repo, {"skills/greeter/SKILL.md": SKILL}, message="first")
+    commit(repo, {"README.md": "# later\n"}, message="second")
+    # a git daemon sends only what a branch or tag names; a local source sends a commit by its id
+    for source, ref, name in ((f"git://127.0.0.1:{port}/kit.git", first, "whole"),
+                              (f"git://127.0.0.1:{port}/kit.git", first[:10], "short"),
+                              (f"file://{repo}", first, "local")):
+        added = run(env, "packages", "add", source, "--name", name, "--ref", ref)
+        assert added.returncode == 0, added.stderr
+        entry = registry(env)[name]
+        assert (entry["commit"], entry["ref"]) == (first, ref)
+        folder = packages_dir(env) / "enabled" / name
+        assert not (folder / "README.md").exists()  # the second commit is not checked out
+        refs = subprocess.run(["git", "-C", str(folder), "for-each-ref"], capture_output=True, text=True).stdout
+        assert "orchestrator-source" not in refs  # the source's branches were looked through, not kept
+        updated = run(env, "packages", "update", name)
+        assert updated.returncode == 0 and "up to date" in updated.stdout, updated.stdout + updated.stderr
+    missing = run(env, "packages", "add", f"git://127.0.0.1:{port}/kit.git", "--name", "nope", "--ref", "0" * 40)
+    assert missing.returncode != 0 and missing.stderr.count("\n") == 1, missing.stderr
+    assert f"no commit {'0' * 40} is on a branch or tag of the source" in missing.stderr
+    for bad in ("main:refs/heads/mine", "-upload-pack=touch", "+refs/heads/*:refs/x/*", "a..b"):
+        refused = run(env, "packages", "add", f"file://{repo}", "--name", "bad", f"--ref={bad}")
+        assert refused.returncode == 2 and "give a branch, a tag or a commit id" in refused.stderr, refused.stderr
+    assert set(registry(env)) == {"whole", "short", "local"}
+
+
 @needs_jail
 async def test_a_cli_package_runs_from_the_bash_tool_in_the_sandbox_read_only(tmp_path, env):
     repo = tmp_path / "tools"

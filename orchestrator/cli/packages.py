@@ -182,7 +182,8 @@ def add_parser(sub: Any) -> None:
     add = actions.add_parser("add", help="clone a repository as it is, check it, and install it")
     add.add_argument("source", help="an https://, ssh://, git:// or file:// URL, git@host:path, or a local folder")
     add.add_argument("--name", help="the package's name (default: the address's last part)")
-    add.add_argument("--ref", help="the branch or tag to follow (default: the remote's default branch)")
+    add.add_argument("--ref", help="the branch or tag to follow, or a commit id to pin (default: the remote's "
+                                   "default branch)")
     yes(add)
     add.set_defaults(fn=cmd_add)
     ls = actions.add_parser("list", help="every package: state, commit, kind, dependencies")

@@ -8,6 +8,7 @@ a fetch is watched as it writes those objects and stopped, its objects removed, 
 from __future__ import annotations
 
 import os
+import re
 import selectors
 import shutil
 import signal
@@ -24,6 +25,9 @@ TIMEOUT = 600.0  # seconds for one git command; a stalled server must not hold t
 POLL = 0.1
 DRAIN = 2.0  # seconds for the stopped group's stderr to close; one that left the group must not hold us
 STDERR_TAIL = 16_384  # bytes of git's stderr kept for its last line: a server may send endless messages
+_REF = re.compile(r"[A-Za-z0-9_][A-Za-z0-9._/-]{0,254}")
+_COMMIT = re.compile(r"[0-9a-f]{7,64}")  # a commit id, whole or abbreviated (SHA-1 or SHA-256)
+_SOURCE = "refs/orchestrator-source/"  # where a commit id's search puts the source's refs, removed after
 # Given on every call and kept in the package's own config, so the user running git there later is safe too.
 SAFE = {
     "core.hooksPath": "/dev/null",
@@ -95,6 +99,17 @@ def _failed(args: tuple[str, ...], returncode: int, stderr: bytes) -> GitError:
 
 def _too_slow(args: tuple[str, ...]) -> GitError:
     return GitError(f"git {args[0]} took over {TIMEOUT:g} s and was stopped; try again later")
+
+
+def run_input(folder: Path, data: bytes, *args: str) -> None:
+    """A local git command reading `data` on its stdin."""
+    try:
+        done = subprocess.run(_argv(folder, args, "none"), input=data, capture_output=True, env=_env("none"),
+                              timeout=TIMEOUT)
+    except subprocess.TimeoutExpired:
+        raise _too_slow(args) from None
+    if done.returncode != 0:
+        raise _failed(args, done.returncode, done.stderr)
 
 
 def run(folder: Path, *args: str, protocol: str = "none", check: bool = True) -> subprocess.CompletedProcess[bytes]:
@@ -227,13 +242,48 @@ def init(folder: Path) -> None:
     (folder / ".git" / "info" / "exclude").write_text("/.venv/\n/node_modules/\n")
 
 
+def check_ref(ref: str) -> str:
+    """`ref` as `--ref` may give it: a branch, a tag or a commit id; InputError for anything else (a refspec
+    would write refs of its own, an option would be read as one)."""
+    if ref and (not _REF.fullmatch(ref) or ".." in ref or ref.endswith((".lock", "/", ".")) or "//" in ref):
+        raise InputError(f"--ref {ref!r}: give a branch, a tag or a commit id (letters, digits and . _ / -, "
+                         "not starting with - or /)")
+    return ref
+
+
 def fetch(folder: Path, url: str, ref: str, protocol: str, *, most: int) -> str:
-    """Fetch `ref` ("" the remote's default branch) of `url` and return its commit; nothing is checked out.
-    OverCap once the repository's objects, what was there and what it brings, pass `most` bytes: git is
-    stopped and what it brought removed, so an update cannot grow a package past the cap step by step."""
-    run_capped(folder, "fetch", "--quiet", "--no-tags", "--no-recurse-submodules", "--", url, ref or "HEAD",
-               protocol=protocol, watch=folder / ".git" / "objects", most=most)
+    """Fetch `ref` ("" the remote's default branch; a branch, a tag or a commit id) of `url` and return its
+    commit; nothing is checked out. OverCap once the repository's objects, what was there and what it brings,
+    pass `most` bytes: git is stopped and what it brought removed, so an update cannot grow a package past the
+    cap step by step."""
+    watch = folder / ".git" / "objects"
+    try:
+        run_capped(folder, "fetch", "--quiet", "--no-tags", "--no-recurse-submodules", "--", url,
+                   check_ref(ref) or "HEAD", protocol=protocol, watch=watch, most=most)
+    except OverCap:
+        raise
+    except GitError:
+        if not _COMMIT.fullmatch(ref):
+            raise
+        return _fetch_commit(folder, url, ref, protocol, watch, most)
     return run(folder, "rev-parse", "--verify", "FETCH_HEAD^{commit}").stdout.decode().strip()
+
+
+def _fetch_commit(folder: Path, url: str, ref: str, protocol: str, watch: Path, most: int) -> str:
+    """A commit id the server would not send by its id (most allow only what a branch or tag names): what its
+    branches and tags reach is fetched, under the same cap, and the commit must be among it."""
+    run_capped(folder, "fetch", "--quiet", "--no-tags", "--no-recurse-submodules", "--", url,
+               f"+refs/heads/*:{_SOURCE}heads/*", f"+refs/tags/*:{_SOURCE}tags/*", protocol=protocol,
+               watch=watch, most=most)
+    try:
+        found = run(folder, "rev-parse", "--verify", "--quiet", f"{ref}^{{commit}}", check=False)
+    finally:  # the source's branches and tags are not the package's: only their objects stay
+        names = run(folder, "for-each-ref", "--format=delete %(refname)", _SOURCE).stdout
+        run_input(folder, names, "update-ref", "--stdin")
+    commit = found.stdout.decode().strip()
+    if found.returncode != 0 or not commit.startswith(ref):
+        raise GitError(f"git fetch failed: no commit {ref} is on a branch or tag of the source")
+    return commit
 
 
 def tree(folder: Path, commit: str) -> list[Entry]:
