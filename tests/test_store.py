@@ -235,6 +235,7 @@ async def test_one_host_holds_a_room_until_its_lease_runs_out(backend):
         assert taken is not None and taken.epoch == 2
         assert await a.renew(first, 0.5) is None  # the old owner learns it lost the room
         assert [(x.room, x.host, x.epoch) for x in await a.leases()] == [(room.id, "host-b", 2)]
+        assert await a.leases(room.id) == await a.leases() and await a.leases("no-such-room") == []
         with pytest.raises(KeyError):
             await a.acquire("missing", "host-a", 1)
     finally:

@@ -151,8 +151,13 @@ class BaseStore(Store):
         await self._write(_execute, "UPDATE leases SET expires = 0 WHERE room = ? AND epoch = ?",
                           [lease.room, lease.epoch])
 
-    async def leases(self) -> list[Lease]:
-        rows = await self.call(_fetch, "SELECT room, host, epoch, expires FROM leases ORDER BY room", [], small=True)
+    async def leases(self, room: str | None = None) -> list[Lease]:
+        if room is None:
+            rows = await self.call(_fetch, "SELECT room, host, epoch, expires FROM leases ORDER BY room", [],
+                                   small=True)
+        else:
+            rows = await self.call(_fetch, "SELECT room, host, epoch, expires FROM leases WHERE room = ?", [room],
+                                   small=True)
         return [Lease(room=r, host=h, epoch=e, expires=x) for r, h, e, x in rows]
 
     # --- the inbox ------------------------------------------------------------------------------

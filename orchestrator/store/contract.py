@@ -140,8 +140,8 @@ class Store(Protocol):
         another host has taken it."""
         ...
 
-    async def leases(self) -> list[Lease]:
-        """Every lease, live or lapsed, by room id."""
+    async def leases(self, room: str | None = None) -> list[Lease]:
+        """Every lease, live or lapsed, by room id; `room`: that room's alone (none or one)."""
         ...
 
     async def clock(self) -> float:

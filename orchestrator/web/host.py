@@ -122,9 +122,8 @@ class Host:
     async def holder(self, room_id: str) -> str | None:
         """Who runs the room now, as its lease says (a host's name, perhaps one that died and whose lease has not
         run out yet); None when nobody does."""
-        for lease in await self.store.leases():
-            if lease.room == room_id:
-                return lease.host if lease.expires > 0 else None
+        for lease in await self.store.leases(room_id):  # one row at most: a forwarded request asks this each time
+            return lease.host if lease.expires > 0 else None
         return None
 
     @asynccontextmanager

@@ -47,7 +47,7 @@ async def holding(store, room_id: str, name: str, nursery: trio.Nursery,
     given up when the block ends, however it ends."""
     lease = await store.acquire(room_id, me(), seconds)
     if lease is None:
-        held = next((x for x in await store.leases() if x.room == room_id), None)
+        held = next(iter(await store.leases(room_id)), None)
         if held is not None and _dead_here(held.host):
             await store.release(held)  # by its epoch: a holder that took it meanwhile keeps it
             log.info("lease of a dead process given up", room=room_id, holder=held.host)
