@@ -289,8 +289,24 @@ async def test_authentication_required_says_how_to_log_in(ws: Path):
     async with connect(agent_spec(env={"ACP_AGENT_AUTH": "required"}), Host(ws), cwd=ws) as conn:
         with pytest.raises(AcpStartError) as err:
             await conn.new_session(ws, [])
-    assert str(err.value) == (f"agent ext: authentication required (it offers: Log in): run `{sys.executable}` once to log in (and list "
-                              f"its login file in `acp.home_files`), or set its API key in `acp.env`")
+    assert str(err.value) == ("agent ext: authentication required (it offers: Log in): set its API key in `acp.env`, "
+                              "or log in once with the agent's own command and list its login file in `acp.home_files`")
+
+
+async def test_an_agent_that_takes_a_key_is_logged_in_with_the_one_acp_env_gives(ws: Path):
+    # Codex's adapter: session/new is refused until `authenticate` names its way by an environment variable
+    async with connect(agent_spec(env={"ACP_AGENT_AUTH": "key", "TEST_AGENT_KEY": "k3y"}), Host(ws), cwd=ws) as conn:
+        session = await conn.new_session(ws, [])
+        assert "You said: hi" in await _ask(conn, session, "hi")
+    # without the variable in acp.env (set in the user's environment is not enough) the line names it
+    async with connect(agent_spec(env={"ACP_AGENT_AUTH": "key"}), Host(ws), cwd=ws) as conn:
+        with pytest.raises(AcpStartError) as err:
+            await conn.new_session(ws, [])
+    assert "set TEST_AGENT_KEY in `acp.env`" in str(err.value)
+    # a wrong key: authenticate itself is refused, in the same one line
+    async with connect(agent_spec(env={"ACP_AGENT_AUTH": "key", "TEST_AGENT_KEY": "wrong"}), Host(ws), cwd=ws) as conn:
+        with pytest.raises(AcpStartError, match="authentication required"):
+            await conn.new_session(ws, [])
 
 
 async def test_with_the_sandbox_off_the_user_is_asked_first(ws: Path):

@@ -54,6 +54,10 @@ class AcpError(OrchestratorError):
     """The agent broke off: it exited or broke the protocol mid-session, or refused a request; one line."""
 
 
+class AuthRequired(AcpStartError):
+    """The agent wants to be logged in first (ACP's auth_required); the message says how."""
+
+
 class ClientHost(Protocol):
     """What the client needs of the room: the member's name, its tool session, and someone to ask."""
     agent: str
@@ -113,6 +117,7 @@ class Connection:
         self._asking: dict[str, set[trio.CancelScope]] = {}
         self._busy = 0
         self._logins: list[str] = []  # the names of the ways to log in the agent offered
+        self._keyed: list[tuple[str, list[str]]] = []  # its env_var ways: (method id, the variables each needs)
         self.closed = trio.Event()
         self.why = ""
         self.info = AgentInfo(os.path.basename(spec.command[0]) if spec.command else "agent", "", 0, False, {})
@@ -129,7 +134,7 @@ class Connection:
 
     async def new_session(self, cwd: Path, mcp_servers: list[dict[str, Any]]) -> str:
         params = {"cwd": str(cwd), "mcpServers": mcp_servers, "_meta": SESSION_META}
-        answer = await self._ask("session/new", params, timeout=self._spec.start_timeout)
+        answer = await self._session_ask("session/new", params)
         session = answer.get("sessionId") if isinstance(answer, dict) else None
         if not isinstance(session, str) or not session or len(session) > 200:
             raise AcpError(f"agent {self._host.agent}: session/new answered without a session id")
@@ -143,8 +148,8 @@ class Connection:
             return False
         self._sessions.add(session_id)
         try:
-            await self._ask("session/load", {"sessionId": session_id, "cwd": str(cwd), "mcpServers": mcp_servers,
-                                             "_meta": SESSION_META}, timeout=self._spec.start_timeout)
+            await self._session_ask("session/load", {"sessionId": session_id, "cwd": str(cwd),
+                                                     "mcpServers": mcp_servers, "_meta": SESSION_META})
         except AcpError:
             if self.closed.is_set():
                 raise
@@ -183,6 +188,19 @@ class Connection:
         except Closed:
             pass  # gone already: nothing to stop
 
+    async def _session_ask(self, method: str, params: dict[str, Any]) -> Any:
+        """session/new or session/load; an agent that wants a login first, and offers one by an API key that
+        `acp.env` gives it, is sent `authenticate` with that way, and asked once more."""
+        try:
+            return await self._ask(method, params, timeout=self._spec.start_timeout)
+        except AuthRequired:
+            method_id = next((m for m, needed in self._keyed if needed and all(v in self._spec.env for v in needed)),
+                             None)
+            if method_id is None:
+                raise
+            await self._ask("authenticate", {"methodId": method_id}, timeout=self._spec.start_timeout)
+            return await self._ask(method, params, timeout=self._spec.start_timeout)
+
     async def _ask(self, method: str, params: dict[str, Any], *, timeout: float = float("inf")) -> Any:
         if self.closed.is_set():
             raise AcpError(f"agent {self._host.agent} {self.why}")
@@ -196,13 +214,15 @@ class Connection:
             raise AcpError(f"agent {self._host.agent}: no answer to {method} within {timeout:g} s") from None
         except RpcError as exc:
             if exc.code == AUTH_REQUIRED:
-                raise AcpStartError(self._auth_line()) from None
+                raise AuthRequired(self._auth_line()) from None
             raise AcpError(f"agent {self._host.agent} refused {method}: {exc.message[:300]}") from None
 
     def _auth_line(self) -> str:
         offers = f" (it offers: {', '.join(self._logins)})" if self._logins else ""
-        return (f"agent {self._host.agent}: authentication required{offers}: run `{self._spec.command[0]}` once "
-                f"to log in (and list its login file in `acp.home_files`), or set its API key in `acp.env`")
+        keys = sorted({v for _, needed in self._keyed for v in needed})
+        key = f"set {' or '.join(keys[:4])} in `acp.env`" if keys else "set its API key in `acp.env`"
+        return (f"agent {self._host.agent}: authentication required{offers}: {key}, or log in once with the "
+                f"agent's own command and list its login file in `acp.home_files`")
 
     # --- what the agent asks of the room ---
 
@@ -294,7 +314,7 @@ class Connection:
             raise AcpStartError(f"{who}: {shown} {self.why.replace('exited', 'exited at start', 1)}")
         if failed and isinstance(failed[0], RpcError):
             if failed[0].code == AUTH_REQUIRED:
-                raise AcpStartError(self._auth_line())
+                raise AuthRequired(self._auth_line())
             raise AcpStartError(f"{who}: {shown} refused `initialize`: {failed[0].message[:300]}")
         if waited.cancelled_caught or not answer:
             raise AcpStartError(f"{who}: {shown} did not answer `initialize` within {timeout:g} s: it does not "
@@ -313,6 +333,8 @@ class Connection:
         methods: list[Any] = given if isinstance(given, list) else []
         self._logins = [" ".join(str(m.get("name"))[:60].split()) for m in methods[:5]
                         if isinstance(m, dict) and m.get("name")]
+        self._keyed = [(m["id"][:100], _needed(m["vars"])) for m in methods[:20] if isinstance(m, dict)
+                       and m.get("type") == "env_var" and isinstance(m.get("id"), str) and isinstance(m.get("vars"), list)]
         caps, about = _object(answer.get("agentCapabilities")), _object(answer.get("agentInfo"))
         name, release = about.get("name"), about.get("version")
         name = name if isinstance(name, str) and name else self.info.name
@@ -359,6 +381,12 @@ def _version() -> str:
         return importlib.metadata.version("groupchat-orchestrator")
     except importlib.metadata.PackageNotFoundError:
         return "unknown"
+
+
+def _needed(given: list[Any]) -> list[str]:
+    """The variables an env_var login needs set (its optional ones left out), by name."""
+    return [v["name"][:100] for v in given[:20] if isinstance(v, dict) and isinstance(v.get("name"), str)
+            and v.get("optional") is not True]
 
 
 def _object(value: Any) -> dict[str, Any]:

@@ -39,8 +39,9 @@ from typing import Any
 from acp import PROTOCOL_VERSION, RequestError, run_agent
 from acp.helpers import (plan_entry, start_tool_call, update_agent_message_text, update_agent_thought_text,
                          update_plan, update_tool_call)
-from acp.schema import (AgentCapabilities, AuthMethodAgent, Implementation, InitializeResponse, LoadSessionResponse,
-                        NewSessionResponse, PermissionOption, PromptResponse, ToolCallUpdate)
+from acp.schema import (AgentCapabilities, AuthEnvVar, AuthMethodAgent, EnvVarAuthMethod, Implementation,
+                        InitializeResponse, LoadSessionResponse, NewSessionResponse, PermissionOption, PromptResponse,
+                        ToolCallUpdate)
 
 STATE = Path(os.environ.get("HOME", ".")) / ".acp-test-agent" / "sessions.json"
 
@@ -87,23 +88,30 @@ class TestAgent:
         self.cancelled: dict[str, asyncio.Event] = {}
         self.servers: dict[str, list[Any]] = {}
         self.prompts = 0
+        self.logged_in = False
 
     def on_connect(self, conn: Any) -> None:
         self.conn = conn
 
     async def initialize(self, protocol_version: int, client_capabilities: Any = None, client_info: Any = None,
                          **kwargs: Any) -> InitializeResponse:
-        auth = [AuthMethodAgent(id="login", name="Log in")] if os.environ.get("ACP_AGENT_AUTH") else []
+        auth: list[Any] = [AuthMethodAgent(id="login", name="Log in")] if os.environ.get("ACP_AGENT_AUTH") else []
+        if os.environ.get("ACP_AGENT_AUTH") == "key":  # a login by an API key in the environment, as Codex offers
+            auth.append(EnvVarAuthMethod(id="api-key", name="API key", type="env_var",
+                                         vars=[AuthEnvVar(name="TEST_AGENT_KEY"),
+                                               AuthEnvVar(name="TEST_AGENT_ORG", optional=True)]))
         return InitializeResponse(protocol_version=PROTOCOL_VERSION,
                                   agent_capabilities=AgentCapabilities(load_session=True),
                                   agent_info=Implementation(name="acp-test-agent", version="1.0"),
                                   auth_methods=auth)
 
     async def authenticate(self, method_id: str, **kwargs: Any) -> None:
-        raise RequestError.auth_required()
+        if method_id != "api-key" or os.environ.get("TEST_AGENT_KEY") != "k3y":
+            raise RequestError.auth_required()
+        self.logged_in = True
 
     async def new_session(self, cwd: str, mcp_servers: Any = None, **kwargs: Any) -> NewSessionResponse:
-        if os.environ.get("ACP_AGENT_AUTH"):
+        if os.environ.get("ACP_AGENT_AUTH") and not self.logged_in:
             raise RequestError.auth_required()
         session = uuid.uuid4().hex
         self.sessions[session] = {"cwd": cwd, "prompts": 0}
