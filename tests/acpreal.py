@@ -1,10 +1,11 @@
-"""Real coding-agent CLIs that speak ACP, for the tests: Zed's adapters for Claude Code and for Codex from npm at
-pinned versions, installed once into a cache outside the clone, the loopback vendor that answers them, and their
-command lines.
+"""Real coding-agent CLIs that speak ACP, for the tests: Zed's adapters for Claude Code and for Codex, and Gemini
+CLI, from npm at pinned versions, installed once into a cache outside the clone, the loopback vendor that answers
+them, and their command lines.
 
 Claude Code honours ANTHROPIC_BASE_URL for its model calls, but a few calls (fast-mode status, a flush on
 shutdown) go to api.anthropic.com whatever the base URL; the agent's proxy is the vendor, which refuses them.
-Codex takes its model provider from its config.toml, which names the vendor here.
+Codex takes its model provider from its config.toml, which names the vendor here. Gemini CLI takes its API's
+address from GOOGLE_GEMINI_BASE_URL, and its settings.json turns off its usage statistics.
 """
 from __future__ import annotations
 
@@ -41,7 +42,8 @@ class Unavailable(Exception):
 
 @dataclass(frozen=True)
 class Adapter:
-    """An ACP adapter on npm at pinned versions: what `install` puts into the cache, and the file that starts it.
+    """An ACP agent on npm at pinned versions (an adapter, or a CLI that speaks ACP itself): what `install` puts
+    into the cache, and the file that starts it.
 
     The pins name the whole agent: the adapter first, then each package whose code is the agent's. A change of
     the adapter's pin names a new cache entry, so an old install is never taken for a new one.
@@ -71,6 +73,15 @@ CLAUDE = Adapter(pins={"@zed-industries/claude-code-acp": "0.16.2", "@anthropic-
                  entry="node_modules/@zed-industries/claude-code-acp/dist/index.js", node_major=18,  # its engines
                  recorded={"claude_code": ("@anthropic-ai/claude-agent-sdk", "claudeCodeVersion")})
 ADAPTER = CLAUDE.package
+
+# Gemini CLI speaks ACP itself from one bundle, which runs without its optional native packages' install scripts.
+GEMINI = Adapter(pins={"@google/gemini-cli": "0.61.0"}, entry="node_modules/@google/gemini-cli/bundle/gemini.js",
+                 node_major=20)  # its engines
+# A model named up front: with none, Gemini CLI first asks a classifier model which one to use.
+GEMINI_MODEL = "gemini-2.5-flash"
+DUMMY_GEMINI_KEY = "gemini-test-not-a-key"
+# Its user settings: without them it sends usage statistics to Google past its base URL.
+GEMINI_SETTINGS = {"privacy": {"usageStatisticsEnabled": False}}
 
 CODEX_ADAPTER = "@zed-industries/codex-acp"
 CODEX_VERSION = "0.16.0"
@@ -253,11 +264,41 @@ def agent(entry: Path, vendor_url: str, home: Path) -> Agent:
     Claude Code needs no file in its HOME to start with an API key; it writes its state (.claude.json,
     .claude/) there.
     """
+    env = _env(home, vendor_url, {"ANTHROPIC_BASE_URL": vendor_url, "ANTHROPIC_API_KEY": DUMMY_KEY, **QUIET})
+    return Agent([_node(), str(entry)], env, home)
+
+
+def gemini_agent(entry: Path, vendor_url: str, home: Path) -> Agent:
+    """Gemini CLI at `entry` in ACP mode talking to the vendor at `vendor_url` with a dummy key, HOME a fresh
+    `home` holding only its settings.json (it keeps its sessions and state next to it)."""
+    env = _env(home, vendor_url, gemini_env(vendor_url, DUMMY_GEMINI_KEY))
+    gemini_settings(home)
+    return Agent(gemini_argv(entry), env, home)
+
+
+def gemini_argv(entry: Path) -> list[str]:
+    """The command line that starts Gemini CLI at `entry` as an ACP agent."""
+    return [_node(), str(entry), "--acp"]
+
+
+def gemini_env(vendor_url: str, key: str) -> dict[str, str]:
+    """Gemini CLI's own variables for the vendor at `vendor_url` and the model, with `key` as its API key."""
+    return {"GOOGLE_GEMINI_BASE_URL": vendor_url, "GEMINI_API_KEY": key, "GEMINI_MODEL": GEMINI_MODEL}
+
+
+def gemini_settings(home: Path) -> Path:
+    """`home`/.gemini/settings.json holding GEMINI_SETTINGS; the file."""
+    settings = home / ".gemini" / "settings.json"
+    settings.parent.mkdir(parents=True)
+    settings.write_text(json.dumps(GEMINI_SETTINGS))
+    return settings
+
+
+def _node() -> str:
     node = shutil.which("node")
     if node is None:
         raise Unavailable("node is not on PATH")
-    env = _env(home, vendor_url, {"ANTHROPIC_BASE_URL": vendor_url, "ANTHROPIC_API_KEY": DUMMY_KEY, **QUIET})
-    return Agent([node, str(entry)], env, home)
+    return node
 
 
 def codex_agent(entry: Path, vendor_url: str, home: Path) -> Agent:
