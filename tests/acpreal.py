@@ -242,6 +242,10 @@ class Vendor(FakeServer):
 
         self._httpd.RequestHandlerClass = Handler
 
+    def seen(self) -> str:
+        """What the vendor was asked, for a failure's message."""
+        return f"the vendor saw {[r['path'] for r in self.requests]}, tunnels {self.tunnels}"
+
 
 def reply(*pieces: str) -> Reply:
     """A streamed Messages reply whose one text block arrives as `pieces`, ending the turn."""

@@ -45,11 +45,6 @@ def vendor() -> Iterator[acpreal.Vendor]:
         yield server
 
 
-def calls(vendor: acpreal.Vendor) -> str:
-    """What the vendor was asked, for a failure's message."""
-    return f"the vendor saw {[r['path'] for r in vendor.requests]}, tunnels {vendor.tunnels}"
-
-
 async def test_codex_answers_a_prompt_over_acp(binary: Path, vendor: acpreal.Vendor, tmp_path: Path) -> None:
     vendor.replies.append(fakeresponses.reply("hello from", " codex"))
     spec = acpreal.codex_agent(binary, vendor.url, tmp_path / "home")
@@ -72,7 +67,7 @@ async def test_codex_answers_a_prompt_over_acp(binary: Path, vendor: acpreal.Ven
                 await group.close(KILL_GRACE)
                 assert proc.stdin is not None  # opened with a pipe
                 await proc.stdin.aclose()
-    problem = f"the agent's stderr:\n{stderr.read_text()[-2000:]}\n{calls(vendor)}"
+    problem = f"the agent's stderr:\n{stderr.read_text()[-2000:]}\n{vendor.seen()}"
     assert not clock.cancelled_caught, f"no answer within 60 s; {problem}"
     assert hello["protocolVersion"] == 1, problem
     assert (hello["agentInfo"]["name"], hello["agentInfo"]["version"]) == ("codex-acp", acpreal.CODEX_VERSION)
@@ -155,7 +150,7 @@ def dispatch(task: str) -> Reply:
 def problem(vendor: acpreal.Vendor, rec: Recorder) -> str:
     notes = [e.text for e in rec.of(MessageEvent) if e.kind in ("notice", "error")]
     results = [e.result[:500] for e in rec.of(ToolEnd)]
-    return f"{calls(vendor)}; notes: {notes[-5:]}; tool results: {results}"
+    return f"{vendor.seen()}; notes: {notes[-5:]}; tool results: {results}"
 
 
 async def test_codex_as_a_member_reports_to_the_commander(jailed: Path, vendor: acpreal.Vendor, store: Store,
