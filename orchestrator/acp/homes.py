@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING
 import trio
 
 from orchestrator.core.log import logger
+from orchestrator.core.resources import state_dir
 
 if TYPE_CHECKING:
     from orchestrator.store.contract import Store
@@ -30,8 +31,7 @@ _HOLD_TRIES = 5  # a prune removes a HOME at most once while a start waits on it
 
 def root() -> Path:
     """Where the HOMEs are: the user's state folder, beside the MCP servers' logs."""
-    base = Path(os.environ.get("XDG_STATE_HOME") or Path.home() / ".local" / "state")
-    return base / "orchestrator" / "acp"
+    return state_dir() / "acp"
 
 
 def home(room: str, member: str) -> Path:
@@ -258,10 +258,17 @@ async def forget(room_ids: Iterable[str]) -> None:
             log.info("an agent's HOME was kept", path=str(o.path), why=o.kept)
 
 
+async def _any() -> bool:
+    """Whether any room has HOMEs at all."""
+    return bool(await trio.to_thread.run_sync(rooms, limiter=_BLOCKING))
+
+
 async def forget_store(store: Store) -> None:
     """The HOMEs of every room of `store`, which is about to be deleted with them. A store that fails to list
     them is passed over: what made it fail is said by its caller, and `agents prune` removes them later."""
     with trio.CancelScope(shield=True):
+        if not await _any():
+            return
         try:
             ids = [r.id for r in await store.rooms()]
         except Exception as exc:
@@ -275,6 +282,8 @@ async def forget_dbs(dbs: Iterable[Path | str]) -> None:
     cannot be read is passed over, and `agents prune` removes its rooms' HOMEs once it is gone."""
     from orchestrator.store.backends import open_store
 
+    if not await _any():  # the common case, no external agent ever ran: no database is opened for nothing
+        return
     for db in dbs:
         try:
             store = await open_store(db, readonly=True)

@@ -184,7 +184,7 @@ class Seats:
         seat: Seat | None = None
         with trio.CancelScope() as scope:
             async with connect(spec.acp, host, cwd=self._workspace, sandbox=self._session.sandbox_for(name),
-                               home=agent_home(self._room, name),
+                               home=homes.home(self._room, name),  # kept across restarts: session/load
                                reach=[bridge.folder] if bridge is not None else []) as conn:
                 grant = None
                 try:
@@ -210,12 +210,6 @@ class Seats:
                         grant.revoke()
                     if seat is not None and self._seats.get(name) is seat:
                         del self._seats[name]
-
-
-def agent_home(room: str, name: str) -> Path:
-    """The member's private HOME in this room, kept across the room's restarts: the agent keeps its sessions
-    there, which `session/load` reopens (acp/homes.py says where, and removes it once the room is gone)."""
-    return homes.home(room, name)
 
 
 def open_bridge(skills: Any, hub: Any, servers: Any, knowledge: Any, session: ToolSession

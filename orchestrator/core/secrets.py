@@ -13,7 +13,6 @@ import re
 import threading
 from collections import Counter
 from collections.abc import Iterable, Iterator, Mapping
-from pathlib import Path
 from typing import Any
 
 import msgspec
@@ -128,7 +127,9 @@ def _index_locked() -> Iterator[None]:
         except ImportError:  # Windows: one process at a time is all that is guarded
             yield
             return
-        folder = Path(os.environ.get("XDG_STATE_HOME") or Path.home() / ".local" / "state") / "orchestrator"
+        from orchestrator.core.resources import state_dir
+
+        folder = state_dir()
         folder.mkdir(parents=True, exist_ok=True, mode=0o700)
         # The lock file holds nothing; O_NOFOLLOW so a link planted in its place is refused, not followed.
         fd = os.open(folder / "secrets.lock", os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW | os.O_CLOEXEC, 0o600)

@@ -21,6 +21,7 @@ import trio
 
 from orchestrator.core.errors import InputError
 from orchestrator.core.log import logger
+from orchestrator.core.resources import state_dir
 from orchestrator.core.secrets import fetched
 from orchestrator.mcplink.config import ServerConfig, expand, secrets_of
 from orchestrator.core.extras import install_hint
@@ -233,8 +234,7 @@ class Connection:
 
 def default_log_dir() -> Path:
     """Where each server's stderr goes, one file per server: the XDG state folder."""
-    base = Path(os.environ.get("XDG_STATE_HOME") or Path.home() / ".local" / "state")
-    return base / "orchestrator" / "mcp"
+    return state_dir() / "mcp"
 
 
 def backoff(failures: int) -> float:

@@ -106,9 +106,9 @@ class Signals:
         self.total, self.seen = 0.0, []
 
     def saved(self) -> dict[str, Any]:
-        """What a restart needs to go on counting: the sum, what made it, and whether the next user line follows an
-        answer (and a skill) so that it can correct them."""
-        return {"total": self.total, "seen": list(self.seen), "answered": self._answered, "skill": self._skill}
+        """What a restart needs to go on counting: what made the sum (restore adds it up again), and whether the
+        next user line follows an answer (and a skill) so that it can correct them."""
+        return {"seen": list(self.seen), "answered": self._answered, "skill": self._skill}
 
     def restore(self, saved: object) -> None:
         """Go on from what `saved` returned, as the room's metadata kept it; anything else there (the store is
